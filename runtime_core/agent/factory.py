@@ -1,0 +1,50 @@
+"""Build the model and the tools a ProcessConfig names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from runtime_core.agent.model import Model
+from runtime_core.agent.scripted import EchoModel, ScriptedModel
+from runtime_core.agent.script import ScriptedModelSpec
+from runtime_core.agent.tools import Tool, ToolError, load_tool, tool
+from runtime_core.config import ProcessConfig, ToolDeclaration
+
+
+def build_model(config: ProcessConfig, *, base_dir: Path | None = None) -> Model:
+    setting = config.model
+    if isinstance(setting, ScriptedModelSpec):
+        return ScriptedModel(setting)
+    if setting == "echo":
+        return EchoModel()
+    provider, _, rest = setting.partition(":")
+    if provider == "scripted":
+        path = Path(rest.strip()).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        return ScriptedModel.from_file(path)
+    raise ValueError(f"unknown model {setting!r}")  # the config validator already refuses these
+
+
+def build_tools(config: ProcessConfig, extra: Iterable[object] = ()) -> dict[str, Tool]:
+    tools: dict[str, Tool] = {}
+
+    def add(item: Tool) -> None:
+        if item.name in tools:
+            raise ToolError(f"two tools are named {item.name!r}; give one of them name=")
+        tools[item.name] = item
+
+    for declared in config.tools:
+        assert isinstance(declared, ToolDeclaration)
+        add(
+            load_tool(
+                declared.path,
+                name=declared.name,
+                description=declared.description,
+                effect=declared.effect,
+            )
+        )
+    for obj in extra:
+        add(obj if isinstance(obj, Tool) else tool(obj))  # type: ignore[arg-type]
+    return tools

@@ -1,0 +1,67 @@
+"""The data format of a scripted (offline, deterministic) model."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ScriptedToolCall(_Strict):
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptTurn(_Strict):
+    """One model turn: a reply, tool calls, or an error; optionally after a delay.
+
+    ``repeat`` plays the same turn several times in a row (``"forever"`` never moves on), which is
+    how a demo agent gets stuck in a loop.
+    """
+
+    reply: str | None = None
+    tool_calls: list[ScriptedToolCall] | None = None
+    raise_: str | None = Field(default=None, alias="raise")
+    sleep: Annotated[float, Field(ge=0)] | None = None
+    repeat: Annotated[int, Field(ge=1)] | Literal["forever"] = 1
+
+    @model_validator(mode="after")
+    def _one_action(self) -> ScriptTurn:
+        actions = [n for n in ("reply", "tool_calls", "raise_") if getattr(self, n) is not None]
+        if len(actions) > 1:
+            names = ", ".join("raise" if a == "raise_" else a for a in actions)
+            raise ValueError(f"a turn has one of reply, tool_calls or raise, not {names}")
+        if not actions and self.sleep is None:
+            raise ValueError("a turn needs reply, tool_calls, raise or sleep")
+        return self
+
+
+class ScriptSelect(_Strict):
+    """How a run picks its script: a payload field naming it, else the trigger type."""
+
+    by_payload_field: str | None = None
+    by_trigger_type: dict[str, str] = Field(default_factory=dict)
+
+
+class ScriptedModelSpec(_Strict):
+    provider: Literal["scripted"] = "scripted"
+    turns: list[ScriptTurn] = Field(default_factory=list)
+    scripts: dict[str, list[ScriptTurn]] = Field(default_factory=dict)
+    select: ScriptSelect = Field(default_factory=ScriptSelect)
+
+    @model_validator(mode="after")
+    def _check_scripts(self) -> ScriptedModelSpec:
+        if not self.turns and not self.scripts:
+            raise ValueError("a scripted model needs 'turns' or 'scripts'")
+        for trigger_type, name in self.select.by_trigger_type.items():
+            if name not in self.scripts:
+                known = sorted(self.scripts) or ["(none)"]
+                raise ValueError(
+                    f"select.by_trigger_type.{trigger_type} names script {name!r}, "
+                    f"which is not in scripts: {', '.join(known)}"
+                )
+        return self

@@ -1,0 +1,168 @@
+"""Plain Python callables as tools: a JSON schema from the signature, validated arguments, and an
+effect (read or write) that recovery relies on. An undeclared effect is treated as a write."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from runtime_core.agent.model import ToolSpec
+from runtime_core.triggers.base import TriggerEvent
+
+Effect = Literal["read", "write"]
+
+
+class ToolError(Exception):
+    """A tool could not be declared or loaded (bad path, bad signature)."""
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Handed to a tool that asks for it (a parameter annotated ``ToolContext``).
+
+    ``idempotency_key`` is ``run_id:step``: a tool with outside effects can use it to make a repeat
+    harmless. Context writes made with :meth:`set` are applied when the tool returns successfully.
+    """
+
+    process: str
+    run_id: str
+    step: int
+    event: TriggerEvent
+    state: dict[str, Any]
+    updates: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.run_id}:{self.step}"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self.updates:
+            return self.updates[key]
+        return self.state.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.updates[key] = value
+
+
+class _ArgsBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+@dataclass(slots=True)
+class Tool:
+    name: str
+    description: str
+    effect: Effect
+    fn: Callable[..., Any]
+    args_model: type[BaseModel]
+    context_param: str | None
+    is_async: bool
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
+
+    def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Return the arguments checked against the signature, or raise ``ValueError``."""
+        try:
+            model = self.args_model.model_validate(args)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            raise ValueError(f"invalid arguments for tool {self.name!r}: {problems}") from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        kwargs = dict(args)
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        if self.is_async:
+            return await self.fn(**kwargs)
+        # Sync tools run in a thread so a slow one never freezes the other processes.
+        return await asyncio.to_thread(self.fn, **kwargs)
+
+
+def _args_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], str | None]:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    signature = inspect.signature(fn)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for param in signature.parameters.values():
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext:
+            context_param = param.name
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    model = create_model(f"{name}_args", __base__=_ArgsBase, **fields)
+    return model, context_param
+
+
+def tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: Effect = "write",
+) -> Tool:
+    """Wrap a sync or async callable as a tool.
+
+    ``effect="read"`` declares it free of outside effects: after a crash an unfinished read is
+    simply recorded as interrupted. Anything else is a write, which must be reconciled.
+    """
+    if effect not in ("read", "write"):
+        raise ToolError(f"tool effect must be 'read' or 'write', not {effect!r}")
+    if isinstance(fn, Tool):
+        return fn
+    tool_name = name or getattr(fn, "__name__", None)
+    if not tool_name or not callable(fn):
+        raise ToolError(f"{fn!r} is not a named callable; pass name=")
+    doc = description if description is not None else inspect.getdoc(fn) or ""
+    args_model, context_param = _args_model(fn, tool_name)
+    return Tool(
+        name=tool_name,
+        description=doc.strip().split("\n\n")[0],
+        effect=effect,
+        fn=fn,
+        args_model=args_model,
+        context_param=context_param,
+        is_async=inspect.iscoroutinefunction(fn),
+    )
+
+
+def load_tool(
+    path: str, *, name: str | None = None, description: str | None = None, effect: Effect = "write"
+) -> Tool:
+    """Import ``package.module:function`` (or a ready :class:`Tool` at that path)."""
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolError(f"tool {path!r}: cannot import module {module_name!r}: {exc}") from exc
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ToolError(f"tool {path!r}: module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if isinstance(target, Tool):
+        return target
+    return tool(target, name=name, description=description, effect=effect)

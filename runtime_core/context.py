@@ -1,0 +1,112 @@
+"""AgentContext (the process's key-value state) and ConversationBuffer (its message history)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StateEntry:
+    key: str
+    value: Any
+    timestamp: float
+    source: str
+
+
+ContextListener = Callable[[str, Any, str], None]
+
+
+class AgentContext:
+    """Key-value state that survives runs. Every write is reported to the listeners."""
+
+    HISTORY_PER_KEY = 20
+
+    def __init__(
+        self,
+        *,
+        writable_keys: Iterable[str] | None = None,
+        initial_state: dict[str, Any] | None = None,
+    ) -> None:
+        self._writable = frozenset(writable_keys or ())
+        self._state: dict[str, Any] = {}
+        self._history: dict[str, deque[StateEntry]] = {}
+        self._listeners: list[ContextListener] = []
+        for key, value in (initial_state or {}).items():
+            self._record(key, value, "system")
+
+    @property
+    def writable_keys(self) -> frozenset[str]:
+        return self._writable
+
+    def add_listener(self, listener: ContextListener) -> None:
+        self._listeners.append(listener)
+
+    def is_writable(self, key: str) -> bool:
+        return not self._writable or key in self._writable
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._state.get(key, default)
+
+    def put(self, key: str, value: Any, *, source: str = "agent") -> None:
+        if not self.is_writable(key):
+            allowed = ", ".join(sorted(self._writable))
+            raise KeyError(f"context key {key!r} is not writable (writable keys: {allowed})")
+        self._record(key, value, source)
+        for listener in self._listeners:
+            listener(key, value, source)
+
+    def _record(self, key: str, value: Any, source: str) -> None:
+        self._state[key] = value
+        history = self._history.setdefault(key, deque(maxlen=self.HISTORY_PER_KEY))
+        history.append(StateEntry(key, value, time.time(), source))
+
+    def replace_state(self, state: dict[str, Any], *, source: str = "system") -> None:
+        """Replace the whole state (recovery, rewind) without treating it as agent writes."""
+        self._state = {}
+        for key, value in state.items():
+            self._record(key, value, source)
+
+    def state_snapshot(self) -> dict[str, Any]:
+        return copy.deepcopy(self._state)
+
+    def state_keys(self) -> list[str]:
+        return list(self._state)
+
+    def state_history(self, key: str) -> list[StateEntry]:
+        return list(self._history.get(key, ()))
+
+    def __len__(self) -> int:
+        return len(self._state)
+
+
+class ConversationBuffer:
+    """Bounded message history. A run commits its messages in one call, so concurrent runs never
+    interleave their turns."""
+
+    def __init__(self, max_messages: int = 100, *, enabled: bool = True) -> None:
+        self.max_messages = max_messages
+        self.enabled = enabled
+        self._messages: deque[Message] = deque(maxlen=max_messages or None)
+
+    def commit(self, messages: Iterable[Message]) -> None:
+        if self.enabled:
+            self._messages.extend(messages)
+
+    def messages(self) -> list[Message]:
+        return list(self._messages)
+
+    def set_messages(self, messages: Iterable[Message]) -> None:
+        self._messages = deque(messages, maxlen=self.max_messages or None)
+
+    def clear(self) -> None:
+        self._messages.clear()
+
+    def __len__(self) -> int:
+        return len(self._messages)

@@ -1,0 +1,303 @@
+"""The per-process queue: workers that take events in arrival order, retries with backoff, dead
+letters and redelivery.
+
+The queue never decides what a run means; the process hands it a handler that runs one event and
+reports back through :meth:`Delivery.schedule_retry` and :meth:`Delivery.dead_letter`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from runtime_core.clock import Clock
+from runtime_core.events import EventDeadLettered, EventNotifier, QueueDepth
+from runtime_core.triggers.base import TriggerEvent
+
+log = logging.getLogger(__name__)
+
+
+class DeadLetterReason:
+    """The reasons an event ends up in the dead letters (exact strings)."""
+
+    PROCESS_STOPPED = "process stopped"
+    PROCESS_RESTARTING = "process restarting"
+    PROCESS_FAILED = "process failed"
+    RETRIES_EXHAUSTED = "retries exhausted"
+    QUEUE_FULL = "queue full"
+    TRIGGER_REMOVED = "trigger removed"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    event: TriggerEvent
+    reason: str
+    error: str
+    attempts: int
+    dead_lettered_at: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "event": self.event,
+            "reason": self.reason,
+            "error": self.error,
+            "attempts": self.attempts,
+            "dead_lettered_at": self.dead_lettered_at,
+        }
+
+
+EventHandler = Callable[[TriggerEvent, int], Awaitable[None]]
+
+
+class Delivery:
+    def __init__(
+        self,
+        *,
+        process: str,
+        maxsize: int,
+        dead_letter_size: int,
+        notifier: EventNotifier,
+        clock: Clock,
+    ) -> None:
+        self.process = process
+        self.notifier = notifier
+        self.clock = clock
+        self._queue: asyncio.Queue[TriggerEvent] = asyncio.Queue(maxsize=maxsize)
+        self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_size)
+        self._attempts: dict[str, int] = {}
+        self._retries: dict[str, tuple[TriggerEvent, asyncio.Task[None]]] = {}
+        self._held: dict[int, TriggerEvent] = {}  # worker -> event taken but not yet running
+        self._running: dict[int, TriggerEvent] = {}  # worker -> event whose run is in flight
+        self._workers: dict[int, asyncio.Task[None]] = {}
+        self._gate = asyncio.Event()
+        self._no_runs = asyncio.Event()
+        self._no_runs.set()
+        self.cancel_reason = DeadLetterReason.PROCESS_STOPPED
+
+    # -- introspection -------------------------------------------------------------------------
+    @property
+    def queue_size(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def pending_retries(self) -> int:
+        return len(self._retries)
+
+    @property
+    def dead_letters(self) -> list[DeadLetter]:
+        return list(self._dead)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    @property
+    def is_idle(self) -> bool:
+        return not self._running and not self._held and self._queue.empty()
+
+    def queued_events(self) -> list[TriggerEvent]:
+        return list(self._queue._queue)  # type: ignore[attr-defined]  # read-only peek
+
+    def _depth_changed(self) -> None:
+        if self.notifier.has_listeners:
+            self.notifier.emit(
+                QueueDepth(
+                    process=self.process,
+                    queued=self._queue.qsize(),
+                    pending_retries=len(self._retries),
+                    dead_letters=len(self._dead),
+                )
+            )
+
+    # -- intake --------------------------------------------------------------------------------
+    def offer(self, event: TriggerEvent) -> bool:
+        """Queue ``event``; a full queue dead-letters it ("queue full") and returns False."""
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.dead_letter(event, DeadLetterReason.QUEUE_FULL, "", self._attempts.get(
+                event.event_id, 0))
+            return False
+        self._depth_changed()
+        return True
+
+    # -- the gate: workers take events only while it is open (process RUNNING) -----------------
+    def open(self) -> None:
+        self._gate.set()
+
+    def close(self) -> None:
+        self._gate.clear()
+
+    # -- workers -------------------------------------------------------------------------------
+    def start_workers(self, count: int, handler: EventHandler) -> None:
+        for index in range(count):
+            if index not in self._workers or self._workers[index].done():
+                self._workers[index] = asyncio.create_task(
+                    self._worker(index, handler), name=f"{self.process}-worker-{index}"
+                )
+
+    async def _worker(self, index: int, handler: EventHandler) -> None:
+        gate = self._gate
+        queue = self._queue
+        while True:
+            await gate.wait()
+            event = await queue.get()
+            self._held[index] = event
+            try:
+                if not gate.is_set():  # suspended after we took it: hold it, keep its place
+                    self._depth_changed()
+                    await gate.wait()
+                if self._held.pop(index, None) is not event:
+                    continue  # taken away while held (the process failed)
+                attempt = self._attempts.get(event.event_id, 0) + 1
+                self._attempts[event.event_id] = attempt
+                self._running[index] = event
+                self._no_runs.clear()
+                self._depth_changed()
+                await handler(event, attempt)
+            except asyncio.CancelledError:
+                held = self._held.pop(index, None)
+                if held is not None:
+                    self.dead_letter(held, self.cancel_reason, "", self._attempts.get(
+                        held.event_id, 0))
+                raise
+            finally:
+                self._running.pop(index, None)
+                if not self._running:
+                    self._no_runs.set()
+
+    async def wait_runs_finished(self) -> None:
+        """Wait until no run is in flight (used with the gate closed, for a graceful recycle)."""
+        await self._no_runs.wait()
+
+    async def put(self, event: TriggerEvent) -> None:
+        """Queue ``event``, waiting for space: triggers slow down rather than drop events."""
+        await self._queue.put(event)
+        self._depth_changed()
+
+    def current_task_is_worker(self) -> bool:
+        current = asyncio.current_task()
+        return any(task is current for task in self._workers.values())
+
+    async def stop_workers(self, reason: str) -> None:
+        """Cancel every worker (a running handler sees CancelledError) and wait for them.
+
+        ``reason`` is the dead-letter reason for the events they held. A worker that calls this
+        on its own process is left to finish by itself."""
+        self.cancel_reason = reason
+        self._gate.clear()
+        current = asyncio.current_task()
+        tasks = [t for t in self._workers.values() if t is not current]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._workers = {i: t for i, t in self._workers.items() if t is current}
+
+    # -- outcomes ------------------------------------------------------------------------------
+    def succeeded(self, event: TriggerEvent) -> None:
+        self._attempts.pop(event.event_id, None)
+
+    def dead_letter(self, event: TriggerEvent, reason: str, error: str, attempts: int) -> None:
+        self._attempts.pop(event.event_id, None)
+        letter = DeadLetter(event, reason, error, attempts, datetime.now(UTC).isoformat())
+        self._dead.append(letter)
+        if self.notifier.has_listeners:
+            self.notifier.emit(
+                EventDeadLettered(
+                    process=self.process,
+                    event_id=event.event_id,
+                    trigger_type=event.trigger_type,
+                    reason=reason,
+                    error=error,
+                    attempts=attempts,
+                )
+            )
+        self._depth_changed()
+
+    def schedule_retry(self, event: TriggerEvent, delay: float, can_accept: Callable[[], str | None]
+                       ) -> None:
+        """Put ``event`` back on the queue after ``delay``. ``can_accept`` returns a dead-letter
+        reason when the process cannot take it any more."""
+
+        async def requeue() -> None:
+            await self.clock.sleep(delay)
+            self._retries.pop(event.event_id, None)
+            refusal = can_accept()
+            if refusal is not None:
+                self.dead_letter(event, refusal, "", self._attempts.get(event.event_id, 0))
+                return
+            try:
+                self._queue.put_nowait(event)
+            except asyncio.QueueFull:
+                self.dead_letter(event, DeadLetterReason.QUEUE_FULL, "",
+                                 self._attempts.get(event.event_id, 0))
+                return
+            self._depth_changed()
+
+        task = asyncio.create_task(requeue(), name=f"{self.process}-retry-{event.event_id[:8]}")
+        self._retries[event.event_id] = (event, task)
+        self._depth_changed()
+
+    def dead_letter_all(self, reason: str, *, include_queue: bool = True) -> int:
+        """Dead-letter what has not started running: pending retries, events held by suspended
+        workers, then (unless ``include_queue`` is False) the queue in arrival order."""
+        count = 0
+        for event, task in list(self._retries.values()):
+            task.cancel()
+            self.dead_letter(event, reason, "", self._attempts.get(event.event_id, 0))
+            count += 1
+        self._retries.clear()
+        for index, event in sorted(self._held.items()):
+            del self._held[index]
+            self.dead_letter(event, reason, "", self._attempts.get(event.event_id, 0))
+            count += 1
+        while include_queue:
+            try:
+                event = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            self.dead_letter(event, reason, "", self._attempts.get(event.event_id, 0))
+            count += 1
+        return count
+
+    def drain_queue(self) -> list[TriggerEvent]:
+        events: list[TriggerEvent] = []
+        while True:
+            try:
+                events.append(self._queue.get_nowait())
+            except asyncio.QueueEmpty:
+                return events
+
+    # -- dead letters ----------------------------------------------------------------------------
+    def redeliver(self, event_ids: Iterable[str] | None = None) -> int:
+        """Re-queue dead letters (all, or those named) in their order; those that do not fit stay."""
+        wanted = None if event_ids is None else set(event_ids)
+        kept: deque[DeadLetter] = deque(maxlen=self._dead.maxlen)
+        requeued = 0
+        for letter in self._dead:
+            if wanted is not None and letter.event.event_id not in wanted:
+                kept.append(letter)
+                continue
+            try:
+                self._queue.put_nowait(letter.event)
+            except asyncio.QueueFull:
+                kept.append(letter)
+                continue
+            self._attempts.pop(letter.event.event_id, None)
+            requeued += 1
+        self._dead = kept
+        if requeued:
+            self._depth_changed()
+        return requeued
+
+    def clear_dead_letters(self) -> int:
+        count = len(self._dead)
+        self._dead.clear()
+        self._depth_changed()
+        return count

@@ -1,0 +1,263 @@
+"""Typed runtime events and the notifier the control room subscribes to.
+
+The runtime never waits for a subscriber: each subscription is a bounded buffer that drops its
+oldest event when full and counts the drop, so a slow UI cannot slow the agents down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Literal
+
+log = logging.getLogger(__name__)
+
+Severity = Literal["debug", "info", "warning", "critical"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeEvent:
+    """Base of every event. ``kind`` names the event type on the wire (e.g. ``run.finished``)."""
+
+    kind: ClassVar[str] = "runtime.event"
+    severity: ClassVar[Severity] = "info"
+
+    process: str
+    timestamp: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["kind"] = self.kind
+        data["severity"] = self.severity
+        return data
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessStateChanged(RuntimeEvent):
+    kind: ClassVar[str] = "process.state"
+    from_state: str
+    to_state: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessStarted(RuntimeEvent):
+    kind: ClassVar[str] = "process.started"
+    process_id: str
+    restart: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessStopped(RuntimeEvent):
+    kind: ClassVar[str] = "process.stopped"
+    process_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessFailed(RuntimeEvent):
+    kind: ClassVar[str] = "process.failed"
+    severity: ClassVar[Severity] = "critical"
+    process_id: str
+    reason: str
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessRestarted(RuntimeEvent):
+    kind: ClassVar[str] = "process.restarted"
+    severity: ClassVar[Severity] = "warning"
+    process_id: str
+    reason: str
+    attempt: int | None
+    max_restarts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestartExhausted(RuntimeEvent):
+    kind: ClassVar[str] = "process.restart_exhausted"
+    severity: ClassVar[Severity] = "critical"
+    process_id: str
+    restarts: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueDepth(RuntimeEvent):
+    kind: ClassVar[str] = "queue.depth"
+    severity: ClassVar[Severity] = "debug"
+    queued: int
+    pending_retries: int
+    dead_letters: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunQueued(RuntimeEvent):
+    kind: ClassVar[str] = "run.queued"
+    severity: ClassVar[Severity] = "debug"
+    event_id: str
+    trigger_type: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(RuntimeEvent):
+    kind: ClassVar[str] = "run.started"
+    run_id: str
+    event_id: str
+    trigger_type: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStep(RuntimeEvent):
+    kind: ClassVar[str] = "run.step"
+    severity: ClassVar[Severity] = "debug"
+    run_id: str
+    step: int
+    step_kind: str  # "model", "tool", "refused"
+    name: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(RuntimeEvent):
+    kind: ClassVar[str] = "run.finished"
+    run_id: str
+    event_id: str
+    state: str
+    reason: str = ""
+    error: str = ""
+    reply: str = ""
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventDeadLettered(RuntimeEvent):
+    kind: ClassVar[str] = "event.dead_lettered"
+    severity: ClassVar[Severity] = "warning"
+    event_id: str
+    trigger_type: str
+    reason: str
+    error: str = ""
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextUpdated(RuntimeEvent):
+    kind: ClassVar[str] = "context.updated"
+    severity: ClassVar[Severity] = "debug"
+    key: str
+    source: str
+    run_id: str | None = None
+
+
+class Subscription:
+    """A bounded buffer of events for one subscriber. Oldest events are dropped when it is full."""
+
+    def __init__(
+        self, notifier: EventNotifier, maxsize: int, kinds: frozenset[str] | None
+    ) -> None:
+        self._notifier = notifier
+        self._buffer: deque[RuntimeEvent] = deque()
+        self._maxsize = maxsize
+        self.kinds = kinds
+        self.dropped = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self.closed = False
+
+    def _offer(self, event: RuntimeEvent) -> None:
+        if self.kinds is not None and event.kind not in self.kinds:
+            return
+        if len(self._buffer) >= self._maxsize:
+            self._buffer.popleft()
+            self.dropped += 1
+        self._buffer.append(event)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+    def drain(self, limit: int | None = None) -> list[RuntimeEvent]:
+        """Take what is buffered now (up to ``limit``) without waiting."""
+        if limit is None or limit >= len(self._buffer):
+            items = list(self._buffer)
+            self._buffer.clear()
+            return items
+        return [self._buffer.popleft() for _ in range(limit)]
+
+    async def get(self) -> RuntimeEvent:
+        while not self._buffer:
+            if self.closed:
+                raise EOFError("subscription closed")
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._buffer.popleft()
+
+    async def wait(self) -> None:
+        """Wait until at least one event is buffered (or the subscription closes)."""
+        if self._buffer or self.closed:
+            return
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def close(self) -> None:
+        self.closed = True
+        self._notifier._remove(self)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+EventCallback = Callable[[RuntimeEvent], None]
+
+
+class EventNotifier:
+    """Fans runtime events out to subscriptions and synchronous callbacks."""
+
+    def __init__(self) -> None:
+        self._subscriptions: list[Subscription] = []
+        self._callbacks: list[EventCallback] = []
+        self.emitted = 0
+
+    def subscribe(self, maxsize: int = 10_000, kinds: Iterable[str] | None = None) -> Subscription:
+        if maxsize < 1:
+            raise ValueError("maxsize must be at least 1")
+        sub = Subscription(self, maxsize, frozenset(kinds) if kinds is not None else None)
+        self._subscriptions.append(sub)
+        return sub
+
+    def add_callback(self, callback: EventCallback) -> None:
+        """Call ``callback`` synchronously for every event. It must be quick and must not raise."""
+        self._callbacks.append(callback)
+
+    def remove_callback(self, callback: EventCallback) -> None:
+        if callback in self._callbacks:
+            self._callbacks.remove(callback)
+
+    def _remove(self, sub: Subscription) -> None:
+        if sub in self._subscriptions:
+            self._subscriptions.remove(sub)
+
+    @property
+    def has_listeners(self) -> bool:
+        return bool(self._subscriptions or self._callbacks)
+
+    def emit(self, event: RuntimeEvent) -> None:
+        self.emitted += 1
+        for sub in self._subscriptions:
+            sub._offer(event)
+        for callback in self._callbacks:
+            try:
+                callback(event)
+            except Exception:
+                log.exception("event callback failed for %s", event.kind)

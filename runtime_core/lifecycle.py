@@ -1,0 +1,128 @@
+"""Process lifecycle: the states, the allowed transitions and the error for the others."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class ProcessState(str, enum.Enum):
+    CREATED = "created"
+    STARTING = "starting"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+S = ProcessState
+
+VALID_TRANSITIONS: dict[ProcessState, frozenset[ProcessState]] = {
+    S.CREATED: frozenset({S.STARTING, S.STOPPED}),
+    S.STARTING: frozenset({S.RUNNING, S.FAILED, S.STOPPING}),
+    S.RUNNING: frozenset({S.SUSPENDED, S.STOPPING, S.FAILED}),
+    S.SUSPENDED: frozenset({S.RUNNING, S.STOPPING, S.FAILED}),
+    S.STOPPING: frozenset({S.STOPPED, S.FAILED}),
+    S.STOPPED: frozenset({S.STARTING}),
+    S.FAILED: frozenset({S.STARTING, S.STOPPING}),
+}
+
+#: States in which the process holds workers and triggers that must be torn down.
+ACTIVE_STATES = frozenset({S.STARTING, S.RUNNING, S.SUSPENDED})
+
+
+class StateError(ValueError):
+    """A lifecycle transition or a method call that the current state does not allow."""
+
+    def __init__(self, current: ProcessState, target: ProcessState | str, detail: str = "") -> None:
+        self.current = current
+        self.target = target
+        allowed = sorted(s.value for s in VALID_TRANSITIONS[current])
+        target_text = target.value if isinstance(target, ProcessState) else target
+        message = (
+            f"Cannot transition from '{current.value}' to '{target_text}'. "
+            f"Allowed targets: {allowed}"
+        )
+        if detail:
+            message = f"{detail}: {message}"
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessTransition:
+    from_state: ProcessState
+    to_state: ProcessState
+    timestamp: float
+    reason: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "from_state": self.from_state.value,
+            "to_state": self.to_state.value,
+            "timestamp": self.timestamp,
+            "reason": self.reason,
+            "metadata": dict(self.metadata),
+        }
+
+
+TransitionListener = Callable[[ProcessTransition], None]
+
+
+class ProcessLifecycle:
+    """Holds the current state and a bounded history of transitions.
+
+    Transitions are synchronous: asyncio is single-threaded, so checking and changing the state in
+    one call cannot interleave with another task.
+    """
+
+    HISTORY_LIMIT = 200
+
+    def __init__(self, initial: ProcessState = S.CREATED) -> None:
+        self._state = initial
+        self._history: list[ProcessTransition] = []
+        self._listeners: list[TransitionListener] = []
+
+    @property
+    def state(self) -> ProcessState:
+        return self._state
+
+    @property
+    def history(self) -> list[ProcessTransition]:
+        return list(self._history)
+
+    def can_transition(self, target: ProcessState) -> bool:
+        return target in VALID_TRANSITIONS[self._state]
+
+    def add_listener(self, listener: TransitionListener) -> None:
+        self._listeners.append(listener)
+
+    def transition(
+        self, target: ProcessState, *, reason: str = "", metadata: dict[str, Any] | None = None
+    ) -> ProcessTransition:
+        if target not in VALID_TRANSITIONS[self._state]:
+            raise StateError(self._state, target)
+        record = ProcessTransition(self._state, target, time.time(), reason, dict(metadata or {}))
+        self._state = target
+        self._history.append(record)
+        if len(self._history) > self.HISTORY_LIMIT:
+            del self._history[: len(self._history) - self.HISTORY_LIMIT]
+        for listener in list(self._listeners):
+            try:
+                listener(record)
+            except Exception:  # a listener must never undo or block a transition
+                log.exception("lifecycle listener failed")
+        return record
+
+    def __repr__(self) -> str:
+        return f"ProcessLifecycle(state={self._state.value!r}, transitions={len(self._history)})"

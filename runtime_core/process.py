@@ -1,0 +1,602 @@
+"""AgentProcess: one long-running agent. It wires the lifecycle, the queue, the run executor,
+triggers and the restart policy together, and keeps little logic of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from runtime_core.agent.factory import build_model, build_tools
+from runtime_core.agent.model import Model
+from runtime_core.agent.tools import Tool
+from runtime_core.bus import EventBus, MessageBroker
+from runtime_core.clock import Clock, SystemClock
+from runtime_core.config import ProcessConfig
+from runtime_core.context import AgentContext, ConversationBuffer
+from runtime_core.delivery import DeadLetterReason, Delivery
+from runtime_core.events import (
+    ContextUpdated,
+    EventNotifier,
+    ProcessFailed,
+    ProcessRestarted,
+    ProcessStarted,
+    ProcessStateChanged,
+    ProcessStopped,
+    RestartExhausted,
+    RunFinished,
+    RunQueued,
+    RunStarted,
+)
+from runtime_core.lifecycle import ProcessLifecycle, ProcessState, ProcessTransition, StateError
+from runtime_core.runs import Run, RunExecutor, RunState
+from runtime_core.triggers.base import BaseTrigger, TriggerEvent
+from runtime_core.triggers.registry import create_trigger
+
+if TYPE_CHECKING:
+    from runtime_core.runtime import AgentRuntime
+
+log = logging.getLogger(__name__)
+
+S = ProcessState
+MAX_RESTART_BACKOFF = 60.0
+RECENT_RUNS = 100
+
+
+class AgentProcess:
+    def __init__(
+        self,
+        name: str,
+        config: ProcessConfig | dict[str, Any],
+        *,
+        process_id: str | None = None,
+        event_bus: EventBus | None = None,
+        broker: MessageBroker | None = None,
+        runtime: AgentRuntime | None = None,
+        event_notifier: EventNotifier | None = None,
+        hooks: Any = None,
+        model: Model | None = None,
+        tools: Iterable[Tool | Any] | None = None,
+        clock: Clock | None = None,
+        base_dir: str | Path | None = None,
+    ) -> None:
+        if not name or not isinstance(name, str):
+            raise ValueError("a process needs a non-empty name")
+        self.name = name
+        self.config = config if isinstance(config, ProcessConfig) else ProcessConfig.model_validate(
+            config
+        )
+        self.process_id = process_id or str(uuid.uuid4())
+        self.runtime = runtime
+        self.hooks = hooks
+        self._bus = event_bus or EventBus()
+        self._broker = broker or MessageBroker()
+        self._notifier = event_notifier or EventNotifier()
+        self._clock: Clock = clock or SystemClock()
+        self._base_dir = Path(base_dir) if base_dir is not None else None
+        self._model_override = model
+        self._extra_tools = list(tools or ())
+
+        self._lifecycle = ProcessLifecycle()
+        self._lifecycle.add_listener(self._on_transition)
+        ctx_cfg = self.config.context
+        self._context = AgentContext(
+            writable_keys=ctx_cfg.writable_keys, initial_state=ctx_cfg.initial_state
+        )
+        self._context.add_listener(self._on_context_update)
+        self._conversation = ConversationBuffer(
+            ctx_cfg.conversation_max_messages, enabled=ctx_cfg.conversation_history
+        )
+        self._delivery = Delivery(
+            process=name,
+            maxsize=self.config.queue_size,
+            dead_letter_size=self.config.trigger_delivery.dead_letter_size,
+            notifier=self._notifier,
+            clock=self._clock,
+        )
+        self._instructions = self.config.instructions
+        self._executor: RunExecutor | None = None
+        self._lock = asyncio.Lock()
+
+        self._invocation_count = 0
+        self._consecutive_failures = 0
+        self._restart_count = 0
+        self._suspend_reason: str | None = None
+        self._stop_requested = False
+        self._stopping = False
+        self._background: set[asyncio.Task[None]] = set()
+        self._started_at: float | None = None
+        self._last_activity = self._clock.monotonic()
+        self._restart_task: asyncio.Task[None] | None = None
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._triggers: list[BaseTrigger] = []
+        self._listeners: dict[str, asyncio.Task[None]] = {}
+        self._inflight: dict[str, Run] = {}
+        self._recent_runs: deque[Run] = deque(maxlen=RECENT_RUNS)
+        self.recovered: dict[str, Any] | None = None
+
+    # -- read-only views ---------------------------------------------------------------------
+    @property
+    def state(self) -> ProcessState:
+        return self._lifecycle.state
+
+    @property
+    def lifecycle(self) -> ProcessLifecycle:
+        return self._lifecycle
+
+    @property
+    def context(self) -> AgentContext:
+        return self._context
+
+    @property
+    def conversation(self) -> ConversationBuffer:
+        return self._conversation
+
+    @property
+    def notifier(self) -> EventNotifier:
+        return self._notifier
+
+    @property
+    def suspend_reason(self) -> str | None:
+        return self._suspend_reason
+
+    @property
+    def instructions(self) -> str | None:
+        return self._instructions
+
+    @property
+    def dead_letters(self) -> list[dict[str, Any]]:
+        return [letter.as_dict() for letter in self._delivery.dead_letters]
+
+    @property
+    def invocation_count(self) -> int:
+        return self._invocation_count
+
+    @property
+    def restart_count(self) -> int:
+        return self._restart_count
+
+    def recent_runs(self) -> list[Run]:
+        """Finished runs, oldest first (the last 100)."""
+        return list(self._recent_runs)
+
+    def active_runs(self) -> list[Run]:
+        return list(self._inflight.values())
+
+    def queued_events(self) -> list[TriggerEvent]:
+        return self._delivery.queued_events()
+
+    def status(self) -> dict[str, Any]:
+        uptime = None
+        if self._started_at is not None and self.state in (S.RUNNING, S.SUSPENDED, S.STARTING):
+            uptime = round(self._clock.monotonic() - self._started_at, 3)
+        return {
+            "name": self.name,
+            "process_id": self.process_id,
+            "state": self.state.value,
+            "suspend_reason": self._suspend_reason,
+            "execution_mode": "strict",
+            "invocation_count": self._invocation_count,
+            "consecutive_failures": self._consecutive_failures,
+            "restart_count": self._restart_count,
+            "journal_enabled": False,
+            "trigger_count": len(self._triggers),
+            "dynamic_trigger_count": 0,
+            "triggers": [
+                {"id": t.trigger_id, "type": t.trigger_type, "source": "config"}
+                for t in self._triggers
+            ],
+            "custom_tool_count": 0,
+            "rebuild_count": 0,
+            "spawned_process_count": 0,
+            "conversation_messages": len(self._conversation),
+            "has_memory": False,
+            "queue_size": self._delivery.queue_size,
+            "dead_letter_count": len(self._delivery.dead_letters),
+            "filtered_count": 0,
+            "pending_retries": self._delivery.pending_retries,
+            "uptime_seconds": uptime,
+            "hook_count": 0,
+            "active_runs": len(self._inflight),
+            **({"recovered": self.recovered} if self.recovered is not None else {}),
+        }
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        async with self._lock:
+            state = self.state
+            if state not in (S.CREATED, S.STOPPED, S.FAILED):
+                raise StateError(state, S.STARTING, f"start() on process {self.name!r}")
+            if state is S.FAILED:
+                await self._cancel_restart()
+                await self._teardown(DeadLetterReason.PROCESS_FAILED, keep_queue=True)
+            self._stop_requested = False
+            self._consecutive_failures = 0
+            await self._start_locked(restart=False)
+
+    async def stop(self) -> None:
+        self._stop_requested = True
+        await self._cancel_restart()
+        if self.state is S.CREATED:
+            self._lifecycle.transition(S.STOPPED, reason="stop() before start")
+            self._delivery.dead_letter_all(DeadLetterReason.PROCESS_STOPPED)
+            return
+        if self.state is S.STOPPED or self._stopping:
+            return
+        if self._delivery.current_task_is_worker() and self._lock.locked():
+            return  # a run stopping its own process while a restart holds the lock
+        async with self._lock:
+            if self.state in (S.STOPPED, S.CREATED):
+                return
+            self._stopping = True
+            try:
+                if self.state is not S.STOPPING:  # STOPPING here: a restart cut short by stop()
+                    self._lifecycle.transition(S.STOPPING, reason="stop()")
+                await self._teardown(DeadLetterReason.PROCESS_STOPPED, keep_queue=False)
+                self._lifecycle.transition(S.STOPPED, reason="stopped")
+            finally:
+                self._stopping = False
+            self._started_at = None
+            self._suspend_reason = None
+            if self.config.context.conversation_clear_on_stop:
+                self._conversation.clear()
+            self._notifier.emit(ProcessStopped(process=self.name, process_id=self.process_id))
+
+    async def close(self) -> None:
+        """stop(), then release what lives as long as the process object."""
+        await self.stop()
+        self._conversation.clear()
+
+    async def suspend(self, reason: str = "manual") -> None:
+        if self.state is not S.RUNNING:
+            raise StateError(self.state, S.SUSPENDED, f"suspend() on process {self.name!r}")
+        self._delivery.close()
+        self._suspend_reason = reason
+        self._lifecycle.transition(S.SUSPENDED, reason=f"suspended: {reason}")
+
+    async def resume(self, reason: str = "manual") -> None:
+        if self.state is not S.SUSPENDED:
+            raise StateError(self.state, S.RUNNING, f"resume() on process {self.name!r}")
+        self._suspend_reason = None
+        self._last_activity = self._clock.monotonic()
+        self._lifecycle.transition(S.RUNNING, reason=f"resumed: {reason}")
+        self._delivery.open()
+
+    async def __aenter__(self) -> AgentProcess:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- events in -------------------------------------------------------------------------------
+    def _refusal(self) -> str | None:
+        """Why an arriving event cannot be queued now, as a dead-letter reason, or None."""
+        state = self.state
+        if state is S.FAILED:
+            return DeadLetterReason.PROCESS_FAILED
+        if state in (S.STOPPING, S.STOPPED):
+            return DeadLetterReason.PROCESS_STOPPED
+        return None
+
+    async def inject(self, event: TriggerEvent) -> bool:
+        """Queue ``event`` as if a trigger had fired. Returns False if it was dead-lettered."""
+        if not isinstance(event, TriggerEvent):
+            raise TypeError(f"inject() takes a TriggerEvent, not {type(event).__name__}")
+        refusal = self._refusal()
+        if refusal is not None:
+            self._delivery.dead_letter(event, refusal, "", 0)
+            return False
+        if self.state is S.SUSPENDED and self._suspend_reason == "idle":
+            await self.resume("event arrived")
+        if not self._delivery.offer(event):
+            return False
+        self._announce_queued(event)
+        return True
+
+    def _announce_queued(self, event: TriggerEvent) -> None:
+        if self._notifier.has_listeners:
+            self._notifier.emit(
+                RunQueued(process=self.name, event_id=event.event_id,
+                          trigger_type=event.trigger_type)
+            )
+
+    async def _accept_from_trigger(self, event: TriggerEvent) -> None:
+        refusal = self._refusal()
+        if refusal is not None:
+            self._delivery.dead_letter(event, refusal, "", 0)
+            return
+        if self.state is S.SUSPENDED and self._suspend_reason == "idle":
+            await self.resume("event arrived")
+        await self._delivery.put(event)
+        self._announce_queued(event)
+
+    # -- dead letters ----------------------------------------------------------------------------
+    async def redeliver_dead_letters(self, event_ids: Iterable[str] | None = None) -> int:
+        if self.state is S.SUSPENDED and self._suspend_reason == "idle":
+            await self.resume("redelivery")
+        return self._delivery.redeliver(event_ids)
+
+    def clear_dead_letters(self) -> int:
+        return self._delivery.clear_dead_letters()
+
+    def update_instructions(self, text: str) -> None:
+        """Replace the system prompt from the next run on."""
+        self._instructions = text
+
+    # -- internals: start, teardown, restart ---------------------------------------------------
+    async def _start_locked(self, *, restart: bool) -> None:
+        self._lifecycle.transition(S.STARTING, reason="restart" if restart else "start()")
+        triggers: list[BaseTrigger] = []
+        try:
+            model = self._model_override or build_model(self.config, base_dir=self._base_dir)
+            tools = build_tools(self.config, self._extra_tools)
+            self._executor = RunExecutor(
+                process=self.name,
+                model=model,
+                tools=tools,
+                allowed_tools=self.config.allowed_tools,
+                budget=self.config.run_budget,
+                context=self._context,
+                conversation=self._conversation,
+                instructions=lambda: self._instructions,
+                notifier=self._notifier,
+            )
+            for trigger_config in self.config.triggers:
+                trigger = create_trigger(
+                    trigger_config, clock=self._clock, event_bus=self._bus, broker=self._broker
+                )
+                await trigger.start()
+                triggers.append(trigger)
+        except asyncio.CancelledError:
+            for trigger in triggers:
+                await self._stop_trigger(trigger)
+            raise
+        except Exception as exc:
+            for trigger in triggers:
+                await self._stop_trigger(trigger)
+            self._lifecycle.transition(S.FAILED, reason=f"startup failed: {exc}",
+                                       metadata={"error": str(exc)})
+            self._notifier.emit(ProcessFailed(process=self.name, process_id=self.process_id,
+                                              reason="startup failed", error=str(exc)[:500]))
+            raise
+        self._triggers = triggers
+        self._started_at = self._clock.monotonic()
+        self._last_activity = self._started_at
+        self._suspend_reason = None
+        self._delivery.start_workers(self.config.concurrency, self._handle_event)
+        for trigger in triggers:
+            self._listeners[trigger.trigger_id] = asyncio.create_task(
+                self._listen(trigger), name=f"{self.name}-trigger-{trigger.trigger_id}"
+            )
+        self._heartbeat_task = asyncio.create_task(self._heartbeat(), name=f"{self.name}-heartbeat")
+        self._lifecycle.transition(S.RUNNING, reason="started")
+        self._delivery.open()
+        self._notifier.emit(ProcessStarted(process=self.name, process_id=self.process_id,
+                                           restart=restart))
+
+    async def _stop_trigger(self, trigger: BaseTrigger) -> None:
+        try:
+            await trigger.stop()
+        except Exception:
+            log.exception("process %s: trigger %s failed to stop", self.name, trigger.trigger_id)
+
+    async def _teardown(self, reason: str, *, keep_queue: bool) -> None:
+        """Stop triggers, workers and the heartbeat. Events that have not run are dead-lettered
+        with ``reason``; with ``keep_queue`` the queue itself is kept for the next start."""
+        self._delivery.close()
+        current = asyncio.current_task()
+        tasks = [t for t in (self._heartbeat_task, *self._listeners.values())
+                 if t is not None and t is not current]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._heartbeat_task = None
+        self._listeners.clear()
+        leftovers: list[TriggerEvent] = []
+        for trigger in self._triggers:
+            await self._stop_trigger(trigger)
+            pending = getattr(trigger, "pending", None)
+            if callable(pending):
+                leftovers.extend(pending())
+        self._triggers = []
+        await self._delivery.stop_workers(reason)
+        self._delivery.dead_letter_all(reason, include_queue=not keep_queue)
+        for event in leftovers:
+            if keep_queue:
+                self._delivery.offer(event)
+            else:
+                self._delivery.dead_letter(event, reason, "", 0)
+
+    async def _cancel_restart(self) -> None:
+        task = self._restart_task
+        self._restart_task = None
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def _enter_failed(self, reason: str, error: str) -> None:
+        if self.state not in (S.RUNNING, S.SUSPENDED):
+            return
+        self._delivery.close()
+        self._lifecycle.transition(S.FAILED, reason=reason, metadata={"error": error})
+        self._delivery.dead_letter_all(DeadLetterReason.PROCESS_FAILED)
+        self._notifier.emit(ProcessFailed(process=self.name, process_id=self.process_id,
+                                          reason=reason, error=error[:500]))
+        self._schedule_restart(reason)
+
+    def _schedule_restart(self, reason: str) -> None:
+        if self.config.restart_policy == "never" or self._stop_requested:
+            return
+        if self._restart_count >= self.config.max_restarts:
+            self._notifier.emit(RestartExhausted(process=self.name, process_id=self.process_id,
+                                                 restarts=self._restart_count, reason=reason))
+            return
+        delay = min(self.config.restart_backoff * 2**self._restart_count, MAX_RESTART_BACKOFF)
+        self._restart_task = asyncio.create_task(
+            self._restart_after(delay, reason, counts=True), name=f"{self.name}-restart"
+        )
+
+    async def _restart_after(self, delay: float, reason: str, *, counts: bool) -> None:
+        await self._clock.sleep(delay)
+        if self._stop_requested:
+            return
+        async with self._lock:
+            if self._stop_requested or self.state not in (S.FAILED, S.RUNNING, S.SUSPENDED):
+                return
+            if counts:
+                self._restart_count += 1
+            self._notifier.emit(ProcessRestarted(
+                process=self.name, process_id=self.process_id, reason=reason,
+                attempt=self._restart_count if counts else None,
+                max_restarts=self.config.max_restarts,
+            ))
+            if self.state is S.FAILED:
+                await self._teardown(DeadLetterReason.PROCESS_RESTARTING, keep_queue=True)
+            else:  # recycle: let runs in flight finish, keep the queue
+                self._delivery.close()
+                self._lifecycle.transition(S.STOPPING, reason="stopping for restart")
+                await self._delivery.wait_runs_finished()
+                await self._teardown(DeadLetterReason.PROCESS_RESTARTING, keep_queue=True)
+                self._lifecycle.transition(S.STOPPED, reason="stopped for restart")
+            self._consecutive_failures = 0
+            try:
+                await self._start_locked(restart=True)
+            except Exception as exc:
+                log.warning("process %s: restart attempt failed: %s", self.name, exc)
+                self._schedule_restart(f"restart failed: {exc}")
+
+    # -- internals: workers, triggers, heartbeat -------------------------------------------------
+    async def _handle_event(self, event: TriggerEvent, attempt: int) -> None:
+        executor = self._executor
+        assert executor is not None
+        run = Run(self.name, event, attempt)
+        self._inflight[run.run_id] = run
+        self._last_activity = self._clock.monotonic()
+        notify = self._notifier.has_listeners
+        if notify:
+            self._notifier.emit(RunStarted(process=self.name, run_id=run.run_id,
+                                           event_id=event.event_id,
+                                           trigger_type=event.trigger_type, attempt=attempt))
+        try:
+            await executor.execute(run)
+        except asyncio.CancelledError:
+            self._delivery.dead_letter(event, self._delivery.cancel_reason, "run cancelled",
+                                       attempt)
+            self._run_done(run)
+            raise
+        if run.state is RunState.SUCCEEDED:
+            self._delivery.succeeded(event)
+            self._invocation_count += 1
+            self._consecutive_failures = 0
+            self._restart_count = 0
+        else:
+            self._on_run_failed(run)
+        self._run_done(run)
+
+    def _run_done(self, run: Run) -> None:
+        """Bookkeeping once a run ends; announced after the counters it changed are updated."""
+        self._inflight.pop(run.run_id, None)
+        self._recent_runs.append(run)
+        self._last_activity = self._clock.monotonic()
+        if self._notifier.has_listeners:
+            self._notifier.emit(RunFinished(
+                process=self.name, run_id=run.run_id, event_id=run.event.event_id,
+                state=run.state.value, reason=run.reason, error=run.error,
+                reply=run.reply[:500], duration_ms=run.duration_ms,
+            ))
+
+    def _on_run_failed(self, run: Run) -> None:
+        delivery = self.config.trigger_delivery
+        event = run.event
+        if run.attempt <= delivery.max_retries:
+            delay = min(delivery.retry_backoff_max,
+                        delivery.retry_backoff * 2 ** (run.attempt - 1))
+            self._delivery.schedule_retry(event, delay, self._refusal)
+            return
+        error = f"{run.reason}: {run.error}"
+        self._delivery.dead_letter(event, DeadLetterReason.RETRIES_EXHAUSTED, error, run.attempt)
+        self._consecutive_failures += 1
+        if self._consecutive_failures >= self.config.max_consecutive_failures:
+            self._enter_failed("max consecutive failures", error)
+
+    async def _listen(self, trigger: BaseTrigger) -> None:
+        errors = 0
+        while True:
+            try:
+                event = await trigger.wait_for_next()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                errors += 1
+                if errors == 1:
+                    log.exception("process %s: trigger %s failed", self.name, trigger.trigger_id)
+                await self._clock.sleep(min(60.0, 2.0 ** (errors - 1)))
+                continue
+            errors = 0
+            try:
+                await self._accept_from_trigger(event)
+            except asyncio.CancelledError:
+                # The event was in our hands: it is not lost, it is dead-lettered.
+                self._delivery.dead_letter(event, self._delivery.cancel_reason, "", 0)
+                raise
+
+    async def _heartbeat(self) -> None:
+        cfg = self.config
+        clock = self._clock
+        while True:
+            wait = cfg.heartbeat_interval
+            now = clock.monotonic()
+            if cfg.idle_timeout > 0 and self.state is S.RUNNING:
+                if self._delivery.is_idle:
+                    remaining = cfg.idle_timeout - (now - self._last_activity)
+                    if remaining <= 0:
+                        await self.suspend("idle")
+                    else:
+                        wait = min(wait, remaining)
+                else:
+                    wait = min(wait, cfg.idle_timeout)
+            if cfg.max_lifetime > 0 and self._started_at is not None:
+                age = now - self._started_at
+                if age >= cfg.max_lifetime:
+                    self._on_lifetime_reached()
+                    return
+                wait = min(wait, cfg.max_lifetime - age)
+            await clock.sleep(wait)
+
+    def _on_lifetime_reached(self) -> None:
+        if self.config.restart_policy == "always":
+            self._restart_task = asyncio.create_task(
+                self._restart_after(0.0, "max lifetime reached", counts=False),
+                name=f"{self.name}-recycle",
+            )
+        else:  # a stop on purpose: never restarted
+            task = asyncio.create_task(self.stop(), name=f"{self.name}-lifetime-stop")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    # -- listeners -------------------------------------------------------------------------------
+    def _on_transition(self, record: ProcessTransition) -> None:
+        self._notifier.emit(ProcessStateChanged(
+            process=self.name, from_state=record.from_state.value,
+            to_state=record.to_state.value, reason=record.reason,
+        ))
+
+    def _on_context_update(self, key: str, value: Any, source: str) -> None:
+        if self._notifier.has_listeners:
+            self._notifier.emit(ContextUpdated(process=self.name, key=key, source=source))
+
+    def __repr__(self) -> str:
+        return (f"AgentProcess(name={self.name!r}, state={self.state.value!r}, "
+                f"invocations={self._invocation_count})")

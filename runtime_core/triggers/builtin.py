@@ -1,0 +1,98 @@
+"""Built-in triggers that need no outside service: interval, event (bus) and message (broker)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from runtime_core.bus import EventBus, MessageBroker
+from runtime_core.clock import Clock
+from runtime_core.triggers.base import TriggerEvent
+
+
+class IntervalTrigger:
+    trigger_type = "interval"
+
+    def __init__(self, trigger_id: str, seconds: float, clock: Clock) -> None:
+        self.trigger_id = trigger_id
+        self.seconds = seconds
+        self._clock = clock
+        self._ticks = 0
+
+    async def start(self) -> None:
+        self._ticks = 0
+
+    async def stop(self) -> None:
+        return None
+
+    async def wait_for_next(self) -> TriggerEvent:
+        await self._clock.sleep(self.seconds)
+        self._ticks += 1
+        return TriggerEvent(self.trigger_id, "interval", {"tick": self._ticks,
+                                                          "interval_seconds": self.seconds})
+
+
+class _BufferedTrigger:
+    """Callback-fed triggers: the bus calls us synchronously, the process waits for the next."""
+
+    trigger_type = ""
+
+    def __init__(self, trigger_id: str) -> None:
+        self.trigger_id = trigger_id
+        self._buffer: asyncio.Queue[TriggerEvent] = asyncio.Queue()
+
+    def pending(self) -> list[TriggerEvent]:
+        """Events received but not yet handed to the process."""
+        items: list[TriggerEvent] = []
+        while not self._buffer.empty():
+            items.append(self._buffer.get_nowait())
+        return items
+
+    async def wait_for_next(self) -> TriggerEvent:
+        return await self._buffer.get()
+
+
+class EventTrigger(_BufferedTrigger):
+    trigger_type = "event"
+
+    def __init__(self, trigger_id: str, bus: EventBus, event_type: str,
+                 source: str | None = None) -> None:
+        super().__init__(trigger_id)
+        self._bus = bus
+        self.event_type = event_type
+        self.source = source
+
+    def _on_event(self, message: dict[str, Any]) -> None:
+        if self.source is not None and message.get("source") != self.source:
+            return
+        payload = {"event_type": message["event_type"], "source": message.get("source"),
+                   "data": message.get("data"), "bus_event_id": uuid.uuid4().hex}
+        self._buffer.put_nowait(TriggerEvent(self.trigger_id, "event", payload))
+
+    async def start(self) -> None:
+        self._bus.subscribe(self.event_type, self._on_event)
+
+    async def stop(self) -> None:
+        self._bus.unsubscribe(self.event_type, self._on_event)
+
+
+class MessageTrigger(_BufferedTrigger):
+    trigger_type = "message"
+
+    def __init__(self, trigger_id: str, broker: MessageBroker, topic: str) -> None:
+        super().__init__(trigger_id)
+        self._broker = broker
+        self.topic = topic
+        self._sub: str | None = None
+
+    def _on_message(self, message: dict[str, Any]) -> None:
+        self._buffer.put_nowait(TriggerEvent(self.trigger_id, "message", dict(message)))
+
+    async def start(self) -> None:
+        self._sub = self._broker.subscribe(self.topic, self._on_message)
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            self._broker.unsubscribe(self._sub)
+            self._sub = None

@@ -1,0 +1,24 @@
+"""Shared test helpers: poll for a condition with a timeout instead of sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:
+    """Yield to the loop until ``predicate()`` is true; fail the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}")
+        await asyncio.sleep(0.002)
+
+
+async def settle(rounds: int = 20) -> None:
+    """Let already-scheduled callbacks and tasks run (no wall-clock waiting)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
