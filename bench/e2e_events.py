@@ -70,7 +70,9 @@ async def main() -> None:
         "python": sys.version.split()[0],
         "runs": results,
         "events_per_s_at_10k": results[0]["events_per_s"],
-        "rss_growth_mb_first_to_last": round(results[-1]["peak_rss_mb"] - results[0]["peak_rss_mb"], 1),
+        "rss_growth_mb_first_to_last": round(
+            results[-1]["peak_rss_mb"] - results[0]["peak_rss_mb"], 1
+        ),
     }, indent=2))
 
 

@@ -276,7 +276,7 @@ class Delivery:
 
     # -- dead letters ----------------------------------------------------------------------------
     def redeliver(self, event_ids: Iterable[str] | None = None) -> int:
-        """Re-queue dead letters (all, or those named) in their order; those that do not fit stay."""
+        """Re-queue dead letters (all, or those named) in order; those that do not fit stay."""
         wanted = None if event_ids is None else set(event_ids)
         kept: deque[DeadLetter] = deque(maxlen=self._dead.maxlen)
         requeued = 0

@@ -231,7 +231,7 @@ class AgentProcess:
         if self._delivery.current_task_is_worker() and self._lock.locked():
             return  # a run stopping its own process while a restart holds the lock
         async with self._lock:
-            if self.state in (S.STOPPED, S.CREATED):
+            if self._already_down():
                 return
             self._stopping = True
             try:
@@ -246,6 +246,10 @@ class AgentProcess:
             if self.config.context.conversation_clear_on_stop:
                 self._conversation.clear()
             self._notifier.emit(ProcessStopped(process=self.name, process_id=self.process_id))
+
+    def _already_down(self) -> bool:
+        # Re-read after waiting for the lock: another task may have stopped the process.
+        return self.state in (S.STOPPED, S.CREATED)
 
     async def close(self) -> None:
         """stop(), then release what lives as long as the process object."""

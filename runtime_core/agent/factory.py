@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from runtime_core.agent.model import Model
-from runtime_core.agent.scripted import EchoModel, ScriptedModel
 from runtime_core.agent.script import ScriptedModelSpec
+from runtime_core.agent.scripted import EchoModel, ScriptedModel
 from runtime_core.agent.tools import Tool, ToolError, load_tool, tool
 from runtime_core.config import ProcessConfig, ToolDeclaration
 

@@ -26,7 +26,8 @@ class _CompiledScript:
 
     def __init__(self, name: str, turns: list[ScriptTurn]) -> None:
         self.name = name
-        self._spans: list[tuple[int, int | None, ScriptTurn, float]] = []  # start, count, turn, delay
+        # (first turn index, how many times or None for forever, the turn, delay before it)
+        self._spans: list[tuple[int, int | None, ScriptTurn, float]] = []
         index = 0
         pending_sleep = 0.0
         for turn in turns:

@@ -109,8 +109,10 @@ def _args_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], str
         if annotation is ToolContext:
             context_param = param.name
             continue
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ToolError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
+        if param.kind is param.VAR_KEYWORD:
+            continue  # optional extras: the model is shown only the named parameters
+        if param.kind is param.VAR_POSITIONAL:
+            raise ToolError(f"tool {name!r}: *args cannot be described to a model")
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
     model = create_model(f"{name}_args", __base__=_ArgsBase, **fields)
@@ -118,7 +120,7 @@ def _args_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], str
 
 
 def tool(
-    fn: Callable[..., Any],
+    fn: Callable[..., Any] | Tool,
     *,
     name: str | None = None,
     description: str | None = None,
