@@ -84,6 +84,15 @@ class TriggerConfig(StrictModel):
         return self
 
 
+class JournalConfig(StrictModel):
+    """Where and how much a process journals. ``none`` (the default) keeps no journal."""
+
+    level: Literal["none", "checkpoint", "full"] = "none"
+    backend: Literal["sqlite", "memory"] = "sqlite"
+    path: str = ".promptui/journal.db"
+    recover_on_start: bool | Literal["strict"] = True
+
+
 ModelSetting = str | ScriptedModelSpec
 
 MODEL_STRING_HELP = (
@@ -110,6 +119,7 @@ class ProcessConfig(StrictModel):
     restart_backoff: Annotated[float, Field(ge=0)] = 1.0
     trigger_delivery: TriggerDeliveryConfig = Field(default_factory=TriggerDeliveryConfig)
     run_budget: RunBudgetConfig = Field(default_factory=RunBudgetConfig)
+    journal: JournalConfig = Field(default_factory=JournalConfig)
 
     @field_validator("model")
     @classmethod

@@ -20,7 +20,7 @@ class StateEntry:
     source: str
 
 
-ContextListener = Callable[[str, Any, str], None]
+ContextListener = Callable[[str, Any, str, bool], None]
 
 
 class AgentContext:
@@ -54,13 +54,15 @@ class AgentContext:
     def get(self, key: str, default: Any = None) -> Any:
         return self._state.get(key, default)
 
-    def put(self, key: str, value: Any, *, source: str = "agent") -> None:
+    def put(self, key: str, value: Any, *, source: str = "agent", record: bool = True) -> None:
+        """Set ``key``. ``record=False`` tells listeners the write is already journaled elsewhere
+        (a tool's updates travel with its result)."""
         if not self.is_writable(key):
             allowed = ", ".join(sorted(self._writable))
             raise KeyError(f"context key {key!r} is not writable (writable keys: {allowed})")
         self._record(key, value, source)
         for listener in self._listeners:
-            listener(key, value, source)
+            listener(key, value, source, record)
 
     def _record(self, key: str, value: Any, source: str) -> None:
         self._state[key] = value

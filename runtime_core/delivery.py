@@ -82,7 +82,8 @@ class Delivery:
     # -- introspection -------------------------------------------------------------------------
     @property
     def queue_size(self) -> int:
-        return self._queue.qsize()
+        """Events waiting to run: queued, plus those a suspended worker holds in its hand."""
+        return self._queue.qsize() + len(self._held)
 
     @property
     def pending_retries(self) -> int:
@@ -101,14 +102,16 @@ class Delivery:
         return not self._running and not self._held and self._queue.empty()
 
     def queued_events(self) -> list[TriggerEvent]:
-        return list(self._queue._queue)  # type: ignore[attr-defined]  # read-only peek
+        """Events that have not started, oldest first (held ones were taken first)."""
+        held = [event for _, event in sorted(self._held.items())]
+        return held + list(self._queue._queue)  # type: ignore[attr-defined]  # read-only peek
 
     def _depth_changed(self) -> None:
         if self.notifier.has_listeners:
             self.notifier.emit(
                 QueueDepth(
                     process=self.process,
-                    queued=self._queue.qsize(),
+                    queued=self.queue_size,
                     pending_retries=len(self._retries),
                     dead_letters=len(self._dead),
                 )

@@ -270,6 +270,13 @@ class AgentProcess:
         self._last_activity = self._clock.monotonic()
         self._lifecycle.transition(S.RUNNING, reason=f"resumed: {reason}")
         self._delivery.open()
+        self._restart_heartbeat()  # the idle clock counts from the resume
+
+    def _restart_heartbeat(self) -> None:
+        task = self._heartbeat_task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        self._heartbeat_task = asyncio.create_task(self._heartbeat(), name=f"{self.name}-heartbeat")
 
     async def __aenter__(self) -> AgentProcess:
         await self.start()
@@ -383,7 +390,7 @@ class AgentProcess:
             self._listeners[trigger.trigger_id] = asyncio.create_task(
                 self._listen(trigger), name=f"{self.name}-trigger-{trigger.trigger_id}"
             )
-        self._heartbeat_task = asyncio.create_task(self._heartbeat(), name=f"{self.name}-heartbeat")
+        self._restart_heartbeat()
         self._lifecycle.transition(S.RUNNING, reason="started")
         self._delivery.open()
         self._notifier.emit(ProcessStarted(process=self.name, process_id=self.process_id,
@@ -434,6 +441,9 @@ class AgentProcess:
         if self.state not in (S.RUNNING, S.SUSPENDED):
             return
         self._delivery.close()
+        if self._heartbeat_task is not None:  # no idle or lifetime actions on a failed process
+            self._heartbeat_task.cancel()
+            self._heartbeat_task = None
         self._lifecycle.transition(S.FAILED, reason=reason, metadata={"error": error})
         self._delivery.dead_letter_all(DeadLetterReason.PROCESS_FAILED)
         self._notifier.emit(ProcessFailed(process=self.name, process_id=self.process_id,
@@ -580,6 +590,8 @@ class AgentProcess:
             await clock.sleep(wait)
 
     def _on_lifetime_reached(self) -> None:
+        if self.state not in (S.RUNNING, S.SUSPENDED):
+            return
         if self.config.restart_policy == "always":
             self._restart_task = asyncio.create_task(
                 self._restart_after(0.0, "max lifetime reached", counts=False),
@@ -597,7 +609,7 @@ class AgentProcess:
             to_state=record.to_state.value, reason=record.reason,
         ))
 
-    def _on_context_update(self, key: str, value: Any, source: str) -> None:
+    def _on_context_update(self, key: str, value: Any, source: str, record: bool) -> None:
         if self._notifier.has_listeners:
             self._notifier.emit(ContextUpdated(process=self.name, key=key, source=source))
 

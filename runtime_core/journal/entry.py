@@ -1,0 +1,69 @@
+"""JournalEntry and the entry types the runtime writes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class EntryType:
+    STATE_TRANSITION = "state_transition"
+    EVENT_ACCEPTED = "event_accepted"
+    RUN_STARTED = "run_started"
+    MODEL_USAGE = "model_usage"
+    TOOL_INTENT = "tool_intent"
+    TOOL_RESULT = "tool_result"
+    TOOL_INTERRUPTED = "tool_interrupted"
+    CONTEXT_UPDATE = "context_update"
+    RUN_WAITING = "run_waiting"
+    RECONCILED = "reconciled"
+    RUN_FINISHED = "run_finished"
+    DEAD_LETTERED = "dead_lettered"
+    REDELIVERED = "redelivered"
+    DEAD_LETTERS_CLEARED = "dead_letters_cleared"
+    RESTART = "restart"
+    RESTART_EXHAUSTED = "restart_exhausted"
+    CHECKPOINT = "checkpoint"
+    RECOVERED = "recovered"
+    INSTRUCTIONS_UPDATED = "instructions_updated"
+
+
+@dataclass(slots=True)
+class JournalEntry:
+    """One durable record. ``seq`` is assigned by the journal: 1, 2, 3... per process name."""
+
+    process: str
+    entry_type: str
+    data: dict[str, Any] = field(default_factory=dict)
+    process_id: str = ""
+    run_id: str | None = None
+    entry_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    timestamp: float = field(default_factory=time.time)
+    seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entry_id": self.entry_id,
+            "process": self.process,
+            "process_id": self.process_id,
+            "seq": self.seq,
+            "timestamp": self.timestamp,
+            "entry_type": self.entry_type,
+            "run_id": self.run_id,
+            "data": self.data,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JournalEntry:
+        return cls(
+            process=str(data["process"]),
+            entry_type=str(data["entry_type"]),
+            data=dict(data.get("data") or {}),
+            process_id=str(data.get("process_id", "")),
+            run_id=data.get("run_id"),
+            entry_id=str(data.get("entry_id") or uuid.uuid4().hex),
+            timestamp=float(data.get("timestamp", time.time())),
+            seq=int(data.get("seq", 0)),
+        )

@@ -1,0 +1,135 @@
+"""An in-memory journal with the same semantics as the SQLite one (for tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+from typing import Any
+
+from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.provider import IndexRules, OpenRun, ReadFilter, StoredDeadLetter
+
+
+class MemoryJournal:
+    def __init__(self) -> None:
+        self._entries: list[JournalEntry] = []
+        self._seq: dict[str, int] = {}
+        self._pending: dict[str, dict[str, tuple[int, dict[str, Any]]]] = {}
+        self._dead: dict[str, dict[str, tuple[int, StoredDeadLetter]]] = {}
+        self._runs: dict[str, dict[str, OpenRun]] = {}
+        self._order = 0
+
+    async def open(self) -> None:
+        return None
+
+    def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:
+        self._store(entry, attachment)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_result(None)
+        return future
+
+    async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
+        self._store(entry, attachment)
+        return entry
+
+    def _store(self, entry: JournalEntry, attachment: Any) -> None:
+        # Round-trip through JSON: the memory journal accepts exactly what SQLite accepts.
+        entry.data = json.loads(json.dumps(entry.data))
+        attachment = json.loads(json.dumps(attachment)) if attachment is not None else None
+        seq = self._seq.get(entry.process, 0) + 1
+        self._seq[entry.process] = seq
+        entry.seq = seq
+        self._entries.append(copy.copy(entry))
+        self._apply(entry, attachment)
+
+    def _apply(self, entry: JournalEntry, attachment: Any) -> None:
+        process = entry.process
+        pending = self._pending.setdefault(process, {})
+        dead = self._dead.setdefault(process, {})
+        runs = self._runs.setdefault(process, {})
+        for op, arg in IndexRules.effects(entry, attachment):
+            self._order += 1
+            if op == "pending_add":
+                pending[arg["event_id"]] = (self._order, arg)
+            elif op == "pending_remove":
+                pending.pop(arg, None)
+            elif op == "run_open":
+                run_id, event_id, attempt = arg
+                runs[run_id] = OpenRun(run_id, event_id, attempt, "running", entry.seq)
+            elif op in ("run_wait", "run_resume"):
+                if arg in runs:
+                    old = runs[arg]
+                    state = "waiting" if op == "run_wait" else "running"
+                    runs[arg] = OpenRun(old.run_id, old.event_id, old.attempt, state,
+                                        old.started_seq)
+            elif op == "run_close":
+                runs.pop(arg, None)
+            elif op == "dead_add":
+                event, data = arg
+                dead[data["event_id"]] = (self._order, StoredDeadLetter(
+                    event, data.get("reason", ""), data.get("error", ""),
+                    int(data.get("attempts", 0)), entry.timestamp))
+            elif op == "dead_trim":
+                ordered = sorted(dead.items(), key=lambda kv: kv[1][0])
+                for event_id, _ in ordered[: max(0, len(ordered) - arg)]:
+                    del dead[event_id]
+            elif op == "dead_redeliver":
+                for event_id in arg:
+                    item = dead.pop(event_id, None)
+                    if item is not None:
+                        pending[event_id] = (self._order, item[1].event)
+            elif op == "dead_clear":
+                if arg is None:
+                    dead.clear()
+                else:
+                    for event_id in arg:
+                        dead.pop(event_id, None)
+
+    async def flush(self) -> None:
+        return None
+
+    async def read(self, query: ReadFilter) -> list[JournalEntry]:
+        out = [
+            e for e in self._entries
+            if (query.process is None or e.process == query.process)
+            and (query.entry_type is None or e.entry_type == query.entry_type)
+            and (query.run_id is None or e.run_id == query.run_id)
+            and (query.since_seq is None or e.seq > query.since_seq)
+            and (query.since_time is None or e.timestamp >= query.since_time)
+        ]
+        if query.newest_first:
+            out.reverse()
+        if query.limit is not None:
+            out = out[: query.limit]
+        return [copy.deepcopy(e) for e in out]
+
+    async def last_checkpoint(self, process: str) -> JournalEntry | None:
+        for entry in reversed(self._entries):
+            if entry.process == process and entry.entry_type == EntryType.CHECKPOINT:
+                return copy.deepcopy(entry)
+        return None
+
+    async def pending_events(self, process: str) -> list[dict[str, Any]]:
+        items = sorted(self._pending.get(process, {}).values(), key=lambda item: item[0])
+        return [copy.deepcopy(event) for _, event in items]
+
+    async def dead_letters(self, process: str) -> list[StoredDeadLetter]:
+        items = sorted(self._dead.get(process, {}).values(), key=lambda item: item[0])
+        return [letter for _, letter in items]
+
+    async def open_runs(self, process: str) -> list[OpenRun]:
+        return sorted(self._runs.get(process, {}).values(), key=lambda r: r.started_seq)
+
+    async def processes(self) -> list[str]:
+        return sorted(self._seq)
+
+    async def close(self) -> None:
+        return None
+
+    def entry_count(self) -> int:
+        return len(self._entries)
+
+    def now(self) -> float:
+        return time.time()

@@ -1,0 +1,119 @@
+"""The JournalProvider protocol, and the bookkeeping every backend keeps beside the log.
+
+The log is append-only. Beside it each backend keeps three small indexes, updated in the same
+transaction as the entry that changes them, so recovery never scans the log:
+
+* pending events: accepted and not yet finished or dead-lettered (re-queued after a crash);
+* dead letters: they survive restarts;
+* open runs: started and not finished (resumed, or parked waiting, after a crash).
+
+Payloads live in those indexes (an entry's ``attachment``), not in the log, unless the journal
+level is ``full``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from runtime_core.journal.entry import EntryType, JournalEntry
+
+
+class JournalError(RuntimeError):
+    """The journal could not be read or written."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFilter:
+    process: str | None = None
+    entry_type: str | None = None
+    run_id: str | None = None
+    since_seq: int | None = None  # entries with seq > since_seq
+    since_time: float | None = None
+    limit: int | None = None
+    newest_first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDeadLetter:
+    event: dict[str, Any]
+    reason: str
+    error: str
+    attempts: int
+    dead_lettered_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRun:
+    run_id: str
+    event_id: str
+    attempt: int
+    state: str  # "running" or "waiting"
+    started_seq: int
+
+
+@runtime_checkable
+class JournalProvider(Protocol):
+    async def open(self) -> None: ...
+
+    def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:
+        """Queue ``entry`` (its seq is assigned now); the future resolves once it is committed.
+        Entries commit in submission order, so a later durable append covers earlier ones."""
+        ...
+
+    async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
+        """Append ``entry`` and return once it is durable."""
+        ...
+
+    async def flush(self) -> None:
+        """Wait until every entry appended so far is committed."""
+        ...
+
+    async def read(self, query: ReadFilter) -> list[JournalEntry]: ...
+
+    async def last_checkpoint(self, process: str) -> JournalEntry | None: ...
+
+    async def pending_events(self, process: str) -> list[dict[str, Any]]: ...
+
+    async def dead_letters(self, process: str) -> list[StoredDeadLetter]: ...
+
+    async def open_runs(self, process: str) -> list[OpenRun]: ...
+
+    async def processes(self) -> list[str]: ...
+
+    async def close(self) -> None: ...
+
+
+class IndexRules:
+    """How an entry changes the indexes; shared by every backend so they cannot drift."""
+
+    @staticmethod
+    def effects(entry: JournalEntry, attachment: Any) -> list[tuple[str, Any]]:
+        """A list of (operation, argument) pairs for the backend to apply."""
+        data = entry.data
+        kind = entry.entry_type
+        ops: list[tuple[str, Any]] = []
+        if kind == EntryType.EVENT_ACCEPTED:
+            ops.append(("pending_add", attachment))
+        elif kind == EntryType.RUN_STARTED:
+            ops.append(("run_open", (entry.run_id, data["event_id"], data.get("attempt", 1))))
+        elif kind == EntryType.RUN_WAITING:
+            ops.append(("run_wait", entry.run_id))
+        elif kind == EntryType.RECONCILED:
+            ops.append(("run_resume", entry.run_id))
+        elif kind == EntryType.RUN_FINISHED:
+            ops.append(("run_close", entry.run_id))
+            if data.get("event_done"):
+                ops.append(("pending_remove", data["event_id"]))
+        elif kind == EntryType.DEAD_LETTERED:
+            ops.append(("pending_remove", data["event_id"]))
+            ops.append(("dead_add", (attachment, data)))
+            keep = data.get("keep")
+            if keep is not None:
+                ops.append(("dead_trim", int(keep)))
+        elif kind == EntryType.REDELIVERED:
+            ops.append(("dead_redeliver", list(data["event_ids"])))
+        elif kind == EntryType.DEAD_LETTERS_CLEARED:
+            ops.append(("dead_clear", data.get("event_ids")))
+        return ops
