@@ -13,11 +13,15 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime_core.clock import Clock
 from runtime_core.events import EventDeadLettered, EventNotifier, QueueDepth
+from runtime_core.journal.provider import JournalError
 from runtime_core.triggers.base import TriggerEvent
+
+if TYPE_CHECKING:
+    from runtime_core.journal.recorder import ProcessRecorder
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,28 @@ class Delivery:
         self._no_runs = asyncio.Event()
         self._no_runs.set()
         self.cancel_reason = DeadLetterReason.PROCESS_STOPPED
+        self.recorder: ProcessRecorder | None = None
+
+    def _journal(self, action: Callable[[ProcessRecorder], None]) -> None:
+        """Journal a dead-letter change; a failing journal is logged, never a lost event."""
+        if self.recorder is None:
+            return
+        try:
+            action(self.recorder)
+        except JournalError:
+            log.critical("process %s: could not journal a dead-letter change", self.process,
+                         exc_info=True)
+
+    def restore(self, queued: Iterable[TriggerEvent], dead: Iterable[DeadLetter]) -> None:
+        """Put back what a journal recovered, without journaling it again."""
+        for letter in dead:
+            self._dead.append(letter)
+        for event in queued:
+            try:
+                self._queue.put_nowait(event)
+            except asyncio.QueueFull:
+                self.dead_letter(event, DeadLetterReason.QUEUE_FULL, "", 0)
+        self._depth_changed()
 
     # -- introspection -------------------------------------------------------------------------
     @property
@@ -173,6 +199,10 @@ class Delivery:
                 self._running.pop(index, None)
                 if not self._running:
                     self._no_runs.set()
+            if len(self._workers) > 1:
+                # Let the other workers take their turn: a run that never awaited would
+                # otherwise let this worker overtake events its siblings already hold.
+                await asyncio.sleep(0)
 
     async def wait_runs_finished(self) -> None:
         """Wait until no run is in flight (used with the gate closed, for a graceful recycle)."""
@@ -210,6 +240,8 @@ class Delivery:
         self._attempts.pop(event.event_id, None)
         letter = DeadLetter(event, reason, error, attempts, datetime.now(UTC).isoformat())
         self._dead.append(letter)
+        keep = self._dead.maxlen or 0
+        self._journal(lambda r: r.dead_lettered(event, reason, error, attempts, keep))
         if self.notifier.has_listeners:
             self.notifier.emit(
                 EventDeadLettered(
@@ -282,7 +314,7 @@ class Delivery:
         """Re-queue dead letters (all, or those named) in order; those that do not fit stay."""
         wanted = None if event_ids is None else set(event_ids)
         kept: deque[DeadLetter] = deque(maxlen=self._dead.maxlen)
-        requeued = 0
+        moved: list[str] = []
         for letter in self._dead:
             if wanted is not None and letter.event.event_id not in wanted:
                 kept.append(letter)
@@ -293,14 +325,17 @@ class Delivery:
                 kept.append(letter)
                 continue
             self._attempts.pop(letter.event.event_id, None)
-            requeued += 1
+            moved.append(letter.event.event_id)
+        requeued = len(moved)
         self._dead = kept
         if requeued:
+            self._journal(lambda r: r.redelivered(moved))
             self._depth_changed()
         return requeued
 
     def clear_dead_letters(self) -> int:
         count = len(self._dead)
         self._dead.clear()
+        self._journal(lambda r: r.dead_letters_cleared(None))
         self._depth_changed()
         return count

@@ -154,6 +154,31 @@ class ContextUpdated(RuntimeEvent):
     run_id: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunWaiting(RuntimeEvent):
+    kind: ClassVar[str] = "run.waiting"
+    severity: ClassVar[Severity] = "warning"
+    run_id: str
+    event_id: str
+    reason: str
+    tool: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessRecovered(RuntimeEvent):
+    kind: ClassVar[str] = "process.recovered"
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalDamaged(RuntimeEvent):
+    kind: ClassVar[str] = "journal.damaged"
+    severity: ClassVar[Severity] = "critical"
+    path: str
+    reason: str
+    moved_to: str = ""
+
+
 class Subscription:
     """A bounded buffer of events for one subscriber. Oldest events are dropped when it is full."""
 

@@ -4,6 +4,7 @@ triggers and the restart policy together, and keeps little logic of its own."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections import deque
@@ -12,6 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from runtime_core import crashpoints
 from runtime_core.agent.factory import build_model, build_tools
 from runtime_core.agent.model import Model
 from runtime_core.agent.tools import Tool
@@ -23,7 +25,9 @@ from runtime_core.delivery import DeadLetterReason, Delivery
 from runtime_core.events import (
     ContextUpdated,
     EventNotifier,
+    JournalDamaged,
     ProcessFailed,
+    ProcessRecovered,
     ProcessRestarted,
     ProcessStarted,
     ProcessStateChanged,
@@ -32,9 +36,15 @@ from runtime_core.events import (
     RunFinished,
     RunQueued,
     RunStarted,
+    RunWaiting,
 )
+from runtime_core.journal.memory import MemoryJournal
+from runtime_core.journal.provider import JournalProvider
+from runtime_core.journal.recorder import ProcessRecorder
+from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
 from runtime_core.lifecycle import ProcessLifecycle, ProcessState, ProcessTransition, StateError
-from runtime_core.runs import Run, RunExecutor, RunState
+from runtime_core.recovery import RecoveredRun, recover_process
+from runtime_core.runs import ResumePoint, Run, RunExecutor, RunState
 from runtime_core.triggers.base import BaseTrigger, TriggerEvent
 from runtime_core.triggers.registry import create_trigger
 
@@ -64,6 +74,7 @@ class AgentProcess:
         tools: Iterable[Tool | Any] | None = None,
         clock: Clock | None = None,
         base_dir: str | Path | None = None,
+        journal: JournalProvider | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise ValueError("a process needs a non-empty name")
@@ -119,6 +130,12 @@ class AgentProcess:
         self._inflight: dict[str, Run] = {}
         self._recent_runs: deque[Run] = deque(maxlen=RECENT_RUNS)
         self.recovered: dict[str, Any] | None = None
+        self._journal = journal
+        self._recorder: ProcessRecorder | None = None
+        self._journal_prepared = False
+        self._owns_journal = False
+        self._resume: dict[str, RecoveredRun] = {}  # event id -> run to continue
+        self._waiting: dict[str, RecoveredRun] = {}  # run id -> run waiting for an operator
 
     # -- read-only views ---------------------------------------------------------------------
     @property
@@ -184,7 +201,7 @@ class AgentProcess:
             "invocation_count": self._invocation_count,
             "consecutive_failures": self._consecutive_failures,
             "restart_count": self._restart_count,
-            "journal_enabled": False,
+            "journal_enabled": self._recorder is not None,
             "trigger_count": len(self._triggers),
             "dynamic_trigger_count": 0,
             "triggers": [
@@ -203,6 +220,7 @@ class AgentProcess:
             "uptime_seconds": uptime,
             "hook_count": 0,
             "active_runs": len(self._inflight),
+            "waiting_runs": len(self._waiting),
             **({"recovered": self.recovered} if self.recovered is not None else {}),
         }
 
@@ -239,6 +257,7 @@ class AgentProcess:
                     self._lifecycle.transition(S.STOPPING, reason="stop()")
                 await self._teardown(DeadLetterReason.PROCESS_STOPPED, keep_queue=False)
                 self._lifecycle.transition(S.STOPPED, reason="stopped")
+                await self._checkpoint(durable=True)
             finally:
                 self._stopping = False
             self._started_at = None
@@ -255,6 +274,8 @@ class AgentProcess:
         """stop(), then release what lives as long as the process object."""
         await self.stop()
         self._conversation.clear()
+        if self._journal is not None and self._owns_journal:
+            await self._journal.close()
 
     async def suspend(self, reason: str = "manual") -> None:
         if self.state is not S.RUNNING:
@@ -308,6 +329,9 @@ class AgentProcess:
         if refusal is not None:
             self._delivery.dead_letter(event, refusal, "", 0)
             return False
+        if self._recorder is not None:  # durable before it is acknowledged
+            await self._recorder.event_accepted(event)
+            crashpoints.reached("event_acknowledged")
         if self.state is S.SUSPENDED and self._suspend_reason == "idle":
             await self.resume("event arrived")
         if not self._delivery.offer(event):
@@ -327,6 +351,8 @@ class AgentProcess:
         if refusal is not None:
             self._delivery.dead_letter(event, refusal, "", 0)
             return
+        if self._recorder is not None:
+            await self._recorder.event_accepted(event)
         if self.state is S.SUSPENDED and self._suspend_reason == "idle":
             await self.resume("event arrived")
         await self._delivery.put(event)
@@ -350,6 +376,10 @@ class AgentProcess:
         self._lifecycle.transition(S.STARTING, reason="restart" if restart else "start()")
         triggers: list[BaseTrigger] = []
         try:
+            if not self._journal_prepared:
+                await self._prepare_journal()
+            elif self._journal is not None:
+                await self._journal.open()  # reopened after close(); no second recovery
             model = self._model_override or build_model(self.config, base_dir=self._base_dir)
             tools = build_tools(self.config, self._extra_tools)
             self._executor = RunExecutor(
@@ -362,6 +392,7 @@ class AgentProcess:
                 conversation=self._conversation,
                 instructions=lambda: self._instructions,
                 notifier=self._notifier,
+                recorder=self._recorder,
             )
             for trigger_config in self.config.triggers:
                 trigger = create_trigger(
@@ -454,6 +485,8 @@ class AgentProcess:
         if self.config.restart_policy == "never" or self._stop_requested:
             return
         if self._restart_count >= self.config.max_restarts:
+            if self._recorder is not None:
+                self._recorder.restart_exhausted(reason, self._restart_count)
             self._notifier.emit(RestartExhausted(process=self.name, process_id=self.process_id,
                                                  restarts=self._restart_count, reason=reason))
             return
@@ -471,6 +504,8 @@ class AgentProcess:
                 return
             if counts:
                 self._restart_count += 1
+            if self._recorder is not None:
+                self._recorder.restart(reason, self._restart_count if counts else None)
             self._notifier.emit(ProcessRestarted(
                 process=self.name, process_id=self.process_id, reason=reason,
                 attempt=self._restart_count if counts else None,
@@ -495,22 +530,36 @@ class AgentProcess:
     async def _handle_event(self, event: TriggerEvent, attempt: int) -> None:
         executor = self._executor
         assert executor is not None
-        run = Run(self.name, event, attempt)
+        resume: ResumePoint | None = None
+        recovered = self._resume.pop(event.event_id, None)
+        if recovered is not None:  # a run a crash or an operator left half-way: continue it
+            run = recovered.run
+            run.state = RunState.QUEUED
+            resume = recovered.resume_point()
+        else:
+            run = Run(self.name, event, attempt)
+            if self._recorder is not None:
+                self._recorder.run_started(run.run_id, event.event_id, attempt)
         self._inflight[run.run_id] = run
         self._last_activity = self._clock.monotonic()
-        notify = self._notifier.has_listeners
-        if notify:
+        if self._notifier.has_listeners:
             self._notifier.emit(RunStarted(process=self.name, run_id=run.run_id,
                                            event_id=event.event_id,
-                                           trigger_type=event.trigger_type, attempt=attempt))
+                                           trigger_type=event.trigger_type, attempt=run.attempt))
         try:
-            await executor.execute(run)
+            await executor.execute(run, resume)
         except asyncio.CancelledError:
+            self._record_run_end(run, event_done=False)
             self._delivery.dead_letter(event, self._delivery.cancel_reason, "run cancelled",
-                                       attempt)
+                                       run.attempt)
             self._run_done(run)
             raise
-        if run.state is RunState.SUCCEEDED:
+        succeeded = run.state is RunState.SUCCEEDED
+        self._record_run_end(run, event_done=succeeded)
+        if crashpoints.armed("run_end") and self._recorder is not None:
+            await self._recorder.journal.flush()  # the end is durable, its checkpoint is not
+            crashpoints.reached("run_end")
+        if succeeded:
             self._delivery.succeeded(event)
             self._invocation_count += 1
             self._consecutive_failures = 0
@@ -518,6 +567,170 @@ class AgentProcess:
         else:
             self._on_run_failed(run)
         self._run_done(run)
+        self._checkpoint_soon()
+
+    def _record_run_end(self, run: Run, *, event_done: bool) -> None:
+        if self._recorder is None:
+            return
+        try:
+            self._recorder.run_finished(run.run_id, run.event.event_id, run.state.value,
+                                        run.reason, run.error, run.reply, event_done,
+                                        run.messages)
+        except Exception:  # the run's outcome is already decided; a journal fault is logged
+            log.critical("process %s: could not journal the end of run %s", self.name,
+                         run.run_id, exc_info=True)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {
+            "context_state": self._context.state_snapshot(),
+            "lifecycle_state": self.state.value,
+            "invocation_count": self._invocation_count,
+            "consecutive_failures": self._consecutive_failures,
+            "restart_count": self._restart_count,
+        }
+
+    def _checkpoint_soon(self) -> None:
+        if self._recorder is not None:
+            try:
+                self._recorder.checkpoint(self.checkpoint_state())
+            except Exception:
+                log.critical("process %s: checkpoint failed", self.name, exc_info=True)
+
+    async def _checkpoint(self, *, durable: bool) -> None:
+        if self._recorder is None:
+            return
+        self._checkpoint_soon()
+        if durable:
+            await self._recorder.journal.flush()
+
+    # -- journal and recovery --------------------------------------------------------------------
+    async def _prepare_journal(self) -> None:
+        """First start: open the journal (if any) and take back what it holds for this name."""
+        cfg = self.config.journal
+        if self._journal is None and cfg.level == "none":
+            self._journal_prepared = True
+            return
+        self._owns_journal = self._journal is None
+        if self._journal is None:
+            if cfg.backend == "memory":
+                self._journal = MemoryJournal()
+            else:
+                self._journal = SQLiteJournal(cfg.path, strict=cfg.recover_on_start == "strict",
+                                              on_damage=self._on_journal_damage)
+        await self._journal.open()
+        level = cfg.level if cfg.level != "none" else "checkpoint"
+        self._recorder = ProcessRecorder(self._journal, self.name, self.process_id, level)
+        self._delivery.recorder = self._recorder
+        self._recorder.transition(S.CREATED.value, S.STARTING.value, "start()")
+        if cfg.recover_on_start:
+            recovery = await recover_process(self._journal, self._recorder, self.name,
+                                             self.config.context.conversation_max_messages)
+            if recovery is not None:
+                state = dict(self.config.context.initial_state)
+                state.update(recovery.context_state)
+                self._context.replace_state(state)
+                self._conversation.set_messages(recovery.conversation)
+                self._invocation_count = recovery.invocation_count
+                self._delivery.restore(recovery.queued, recovery.dead)
+                self._resume = recovery.resumable
+                self._waiting = recovery.waiting
+                for failed in recovery.failed:
+                    self._finish_reconciled_failure(failed)
+                self.recovered = recovery.summary
+                self._notifier.emit(ProcessRecovered(process=self.name,
+                                                     summary=dict(recovery.summary)))
+                for waiting in self._waiting.values():
+                    self._announce_waiting(waiting)
+        self._journal_prepared = True
+
+    def _on_journal_damage(self, damage: DamagedJournal) -> None:
+        self._notifier.emit(JournalDamaged(
+            process=self.name, path=str(damage.path), reason=damage.reason,
+            moved_to=str(damage.moved_to or ""),
+        ))
+
+    def _announce_waiting(self, waiting: RecoveredRun) -> None:
+        unknown = waiting.rebuild.unknown
+        self._notifier.emit(RunWaiting(
+            process=self.name, run_id=waiting.run.run_id, event_id=waiting.run.event.event_id,
+            reason=waiting.run.waiting_reason, tool=unknown.call.name if unknown else "",
+        ))
+
+    def _finish_reconciled_failure(self, failed: RecoveredRun) -> None:
+        run = failed.run
+        run.state = RunState.FAILED
+        run.reason = "reconciled"
+        why = failed.rebuild.failed_by_operator
+        run.error = f"an operator reconciled the write as failed: {why}"
+        self._record_run_end(run, event_done=False)
+        self._delivery.dead_letter(run.event, DeadLetterReason.RETRIES_EXHAUSTED,
+                                   f"{run.reason}: {run.error}", run.attempt)
+        self._recent_runs.append(run)
+
+    def waiting_runs(self) -> list[Run]:
+        """Runs that wait for an operator, e.g. a write whose outcome a crash left unknown."""
+        return [w.run for w in self._waiting.values()]
+
+    def waiting_detail(self, run_id: str) -> dict[str, Any]:
+        """What an operator needs to reconcile ``run_id``: the tool, its arguments and key."""
+        waiting = self._waiting.get(run_id)
+        if waiting is None:
+            raise KeyError(self._unknown_waiting(run_id))
+        unknown = waiting.rebuild.unknown
+        return {
+            "run_id": run_id,
+            "event_id": waiting.run.event.event_id,
+            "reason": waiting.run.waiting_reason,
+            "tool": unknown.call.name if unknown else "",
+            "args": unknown.args if unknown else {},
+            "step": unknown.step if unknown else 0,
+            "idempotency_key": unknown.idempotency_key if unknown else "",
+        }
+
+    def _unknown_waiting(self, run_id: str) -> str:
+        known = ", ".join(self._waiting) or "none"
+        return f"process {self.name!r} has no run {run_id!r} waiting (waiting runs: {known})"
+
+    async def reconcile(
+        self, run_id: str, outcome: str, *, result: Any = None, note: str = "",
+        actor: str = "operator",
+    ) -> None:
+        """Settle a write whose outcome is unknown, then let the run continue (or fail).
+
+        ``applied``: the model sees ``result`` as the tool's output. ``not_applied``: the model
+        sees that it did not happen. ``failed``: the run fails with that reason."""
+        if outcome not in ("applied", "not_applied", "failed"):
+            raise ValueError(
+                f"outcome must be 'applied', 'not_applied' or 'failed', not {outcome!r}"
+            )
+        waiting = self._waiting.get(run_id)
+        if waiting is None:
+            raise KeyError(self._unknown_waiting(run_id))
+        unknown = waiting.rebuild.unknown
+        assert unknown is not None and self._recorder is not None
+        result_text = "" if result is None else (
+            result if isinstance(result, str) else json.dumps(result, default=str))
+        await self._recorder.reconciled(run_id, {
+            "step": unknown.step, "tool": unknown.call.name, "call_id": unknown.call.call_id,
+            "outcome": outcome, "result": result_text, "note": note, "actor": actor,
+        })
+        del self._waiting[run_id]
+        if outcome == "failed":
+            waiting.rebuild.failed_by_operator = note or "the write failed"
+            self._finish_reconciled_failure(waiting)
+            self._checkpoint_soon()
+            return
+        message = result_text if outcome == "applied" else (
+            "not applied: an operator confirmed this call did not take effect"
+            + (f" ({note})" if note else ""))
+        waiting.rebuild.history.append({"role": "tool", "tool_call_id": unknown.call.call_id,
+                                        "name": unknown.call.name, "content": message})
+        waiting.rebuild.unknown = None
+        waiting.run.state = RunState.QUEUED
+        waiting.run.waiting_reason = ""
+        self._resume[waiting.run.event.event_id] = waiting
+        if not self._delivery.offer(waiting.run.event):
+            self._resume.pop(waiting.run.event.event_id, None)
 
     def _run_done(self, run: Run) -> None:
         """Bookkeeping once a run ends; announced after the counters it changed are updated."""
@@ -604,12 +817,21 @@ class AgentProcess:
 
     # -- listeners -------------------------------------------------------------------------------
     def _on_transition(self, record: ProcessTransition) -> None:
+        if self._recorder is not None:
+            try:
+                self._recorder.transition(record.from_state.value, record.to_state.value,
+                                          record.reason)
+            except Exception:
+                log.critical("process %s: could not journal a transition", self.name,
+                             exc_info=True)
         self._notifier.emit(ProcessStateChanged(
             process=self.name, from_state=record.from_state.value,
             to_state=record.to_state.value, reason=record.reason,
         ))
 
     def _on_context_update(self, key: str, value: Any, source: str, record: bool) -> None:
+        if record and self._recorder is not None:
+            self._recorder.context_update(key, value, source)
         if self._notifier.has_listeners:
             self._notifier.emit(ContextUpdated(process=self.name, key=key, source=source))
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from runtime_core import crashpoints
 from runtime_core.agent.model import Model, ModelRequest, ModelTurn, ToolCall, ToolSpec
 from runtime_core.agent.tools import Tool, ToolContext
 from runtime_core.config import RunBudgetConfig
@@ -381,6 +382,7 @@ class RunExecutor:
                 await recorder.tool_intent(run.run_id, step, call, tool.effect)
             except JournalError as exc:
                 raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
+            crashpoints.reached("tool_intent")
         ok = True
         try:
             async with asyncio.timeout(remaining):
@@ -408,6 +410,7 @@ class RunExecutor:
                                            _observation(text), ok, updates)
             except JournalError as exc:
                 raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
+            crashpoints.reached("tool_result")
         for key, value in updates.items():
             self.context.put(key, value, source=f"tool:{call.name}", record=False)
         record = StepRecord(
@@ -437,4 +440,9 @@ class RunExecutor:
         )
         run.steps.append(record)
         self._emit_step(run, record)
+        if self.recorder is not None:
+            try:
+                self.recorder.tool_refused(run.run_id, step, call, message)
+            except JournalError as exc:
+                raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
         return message

@@ -16,6 +16,7 @@ class EntryType:
     TOOL_INTENT = "tool_intent"
     TOOL_RESULT = "tool_result"
     TOOL_INTERRUPTED = "tool_interrupted"
+    TOOL_REFUSED = "tool_refused"
     CONTEXT_UPDATE = "context_update"
     RUN_WAITING = "run_waiting"
     RECONCILED = "reconciled"

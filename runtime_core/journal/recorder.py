@@ -118,6 +118,11 @@ class ProcessRecorder:
         else:
             self.submit(EntryType.TOOL_RESULT, data, run_id=run_id)
 
+    def tool_refused(self, run_id: str, step: int, call: ToolCall, message: str) -> None:
+        self.submit(EntryType.TOOL_REFUSED, {"step": step, "tool": call.name,
+                                             "call_id": call.call_id, "result": message},
+                    run_id=run_id)
+
     def tool_interrupted(self, run_id: str, step: int, call_id: str, tool: str) -> None:
         self.submit(EntryType.TOOL_INTERRUPTED,
                     {"step": step, "call_id": call_id, "tool": tool}, run_id=run_id)

@@ -20,6 +20,7 @@ from typing import Any
 
 import aiosqlite
 
+from runtime_core import crashpoints
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import (
     IndexRules,
@@ -159,7 +160,17 @@ class SQLiteJournal:
         self.committed = 0
 
     # -- opening ----------------------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self._writer_task is not None and not self._closed
+
     async def open(self) -> None:
+        """Open (or reopen after close); a no-op when already open."""
+        if self.is_open:
+            return
+        self._closed = False
+        self._error = None
+        self._queue = asyncio.Queue()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         problem = await asyncio.to_thread(_check_readable, self.path)
         if problem is not None:
@@ -205,7 +216,7 @@ class SQLiteJournal:
                 await self._writer.execute("ROLLBACK")
                 raise
 
-    # -- writing ------------------------------------------------------------------------------------
+    # -- writing ---------------------------------------------------------------------------------
     def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:
         """Queue ``entry`` (its seq is assigned now) and return a future that resolves once it is
         committed. Entries commit in the order they were submitted."""
@@ -290,11 +301,11 @@ class SQLiteJournal:
                 ops.extend(_index_sql(entry, op, arg, attached))
         # One hop to the connection's thread for the whole transaction (aiosqlite runs each
         # call on its own thread; several awaits would hold the write lock across loop turns).
-        await self._writer._execute(  # type: ignore[no-untyped-call]  # noqa: SLF001
-            _write_batch, self._writer._conn, entry_rows, ops, list(heads.items())  # noqa: SLF001
+        await self._writer._execute(  # type: ignore[no-untyped-call]
+            _write_batch, self._writer._conn, entry_rows, ops, list(heads.items())
         )
 
-    # -- reading ------------------------------------------------------------------------------------
+    # -- reading ---------------------------------------------------------------------------------
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         if self._reader is None:
             raise JournalError(f"journal {self.path} is not open")
@@ -365,7 +376,7 @@ class SQLiteJournal:
         rows = await self._fetch("SELECT process FROM heads ORDER BY process")
         return [row[0] for row in rows]
 
-    # -- closing ------------------------------------------------------------------------------------
+    # -- closing ---------------------------------------------------------------------------------
     async def close(self) -> None:
         if self._closed:
             return
@@ -377,6 +388,7 @@ class SQLiteJournal:
             if conn is not None:
                 await conn.close()
         self._reader = self._writer = None
+        self._writer_task = None
 
 
 def _row_to_entry(row: Any) -> JournalEntry:
@@ -456,6 +468,7 @@ def _write_batch(
             "ON CONFLICT (process) DO UPDATE SET last_seq = excluded.last_seq",
             heads,
         )
+        crashpoints.reached("group_commit")  # rows written, transaction not committed
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -1,0 +1,167 @@
+"""Rebuild state from the journal: the process's context after its last checkpoint, and the
+durable steps of a run that a crash interrupted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime_core.agent.model import ToolCall
+from runtime_core.context import Message
+from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.provider import JournalProvider, ReadFilter
+
+INTERRUPTED_READ = (
+    "interrupted: this read did not finish before the process stopped; "
+    "call the tool again if you still need it"
+)
+
+
+class ReplayEngine:
+    """``recover(process)`` reads the last checkpoint and only the entries after it."""
+
+    def __init__(self, journal: JournalProvider) -> None:
+        self.journal = journal
+
+    async def recover(self, process: str) -> dict[str, Any]:
+        checkpoint = await self.journal.last_checkpoint(process)
+        data = checkpoint.data if checkpoint is not None else {}
+        context_state: dict[str, Any] = dict(data.get("context_state") or {})
+        lifecycle = str(data.get("lifecycle_state") or ("running" if checkpoint else "created"))
+        invocations = int(data.get("invocation_count") or 0)
+        since = checkpoint.seq if checkpoint is not None else 0
+        entries = await self.journal.read(ReadFilter(process=process, since_seq=since))
+        last_type = checkpoint.entry_type if checkpoint is not None else None
+        for entry in entries:
+            last_type = entry.entry_type
+            d = entry.data
+            if entry.entry_type == EntryType.STATE_TRANSITION:
+                lifecycle = str(d.get("to_state", lifecycle))
+            elif entry.entry_type == EntryType.CONTEXT_UPDATE:
+                context_state[d["key"]] = d.get("value")
+            elif entry.entry_type == EntryType.TOOL_RESULT and d.get("ok", True):
+                context_state.update(d.get("updates") or {})
+            elif entry.entry_type == EntryType.RUN_FINISHED and d.get("state") == "succeeded":
+                invocations += 1
+        return {
+            "context_state": context_state,
+            "lifecycle_state": lifecycle,
+            "last_entry_type": last_type,
+            "entries_replayed": len(entries),
+            "invocation_count": invocations,
+            "checkpoint": data if checkpoint is not None else None,
+            "found": checkpoint is not None or bool(entries),
+        }
+
+    async def conversation(self, process: str, max_messages: int) -> list[Message]:
+        """The last ``max_messages`` conversation messages (0 = all, up to 2,000 runs back)."""
+        runs = (max_messages + 1) // 2 if max_messages else 1000
+        finished = await self.journal.read(ReadFilter(
+            process=process, entry_type=EntryType.RUN_FINISHED, newest_first=True, limit=runs))
+        messages: list[Message] = []
+        for entry in reversed(finished):
+            messages.extend(entry.data.get("messages") or [])
+        return messages[-max_messages:] if max_messages else messages
+
+
+@dataclass(slots=True)
+class UnknownWrite:
+    step: int
+    call: ToolCall
+    args: dict[str, Any]
+    idempotency_key: str
+
+
+@dataclass(slots=True)
+class RunRebuild:
+    """A run's durable steps. ``unknown`` is set when a write started and its outcome is not
+    known; ``failed_by_operator`` when a reconciliation said the write failed."""
+
+    history: list[Message] = field(default_factory=list)
+    step: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+    output_chars: int = 0
+    remaining: list[ToolCall] = field(default_factory=list)
+    unknown: UnknownWrite | None = None
+    interrupted: list[tuple[int, ToolCall]] = field(default_factory=list)
+    failed_by_operator: str | None = None
+
+
+def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
+    """Fold a run's entries (in seq order) into where it can continue."""
+    out = RunRebuild()
+    turn_calls: list[ToolCall] = []
+    settled: dict[str, Message] = {}  # call_id -> tool message
+    intents: dict[str, dict[str, Any]] = {}  # call_id -> intent data
+    reconciled: dict[str, dict[str, Any]] = {}
+
+    def close_turn() -> None:
+        """Append the finished turn's tool messages in call order."""
+        for call in turn_calls:
+            if call.call_id in settled:
+                out.history.append(settled[call.call_id])
+
+    for entry in entries:
+        d = entry.data
+        kind = entry.entry_type
+        if kind == EntryType.MODEL_USAGE:
+            close_turn()
+            out.model_calls += 1
+            out.step = max(out.step, int(d.get("step", 0)))
+            calls = [ToolCall(c["name"], dict(c.get("args") or {}), c.get("call_id", ""))
+                     for c in d.get("tool_calls") or []]
+            reply = d.get("reply") or ""
+            out.output_chars += len(reply) + sum(len(c.name) + len(str(c.args)) for c in calls)
+            turn_calls = calls
+            settled, intents = {}, {}
+            if calls:
+                out.history.append({
+                    "role": "assistant", "content": reply,
+                    "tool_calls": [{"id": c.call_id, "name": c.name, "args": c.args}
+                                   for c in calls],
+                })
+        elif kind == EntryType.TOOL_INTENT:
+            out.step = max(out.step, int(d.get("step", 0)))
+            out.tool_calls += 1
+            intents[d["call_id"]] = d
+        elif kind in (EntryType.TOOL_RESULT, EntryType.TOOL_REFUSED,
+                      EntryType.TOOL_INTERRUPTED):
+            out.step = max(out.step, int(d.get("step", 0)))
+            content = d.get("result", "") if kind != EntryType.TOOL_INTERRUPTED else (
+                INTERRUPTED_READ)
+            settled[d["call_id"]] = {"role": "tool", "tool_call_id": d["call_id"],
+                                     "name": d.get("tool", ""), "content": content}
+        elif kind == EntryType.RECONCILED:
+            reconciled[d["call_id"]] = d
+            outcome = d.get("outcome")
+            if outcome == "applied":
+                content = str(d.get("result") if d.get("result") is not None else "")
+            elif outcome == "not_applied":
+                content = ("not applied: an operator confirmed this call did not take effect"
+                           + (f" ({d['note']})" if d.get("note") else ""))
+            else:
+                out.failed_by_operator = d.get("note") or "the write failed"
+                content = "failed"
+            settled[d["call_id"]] = {"role": "tool", "tool_call_id": d["call_id"],
+                                     "name": d.get("tool", ""), "content": content}
+    # The last turn: settled calls go to history; the first unsettled call decides the rest.
+    for index, call in enumerate(turn_calls):
+        if call.call_id in settled:
+            out.history.append(settled[call.call_id])
+            continue
+        intent = intents.get(call.call_id)
+        if intent is None:
+            out.remaining = turn_calls[index:]
+            break
+        step = int(intent.get("step", 0))
+        if intent.get("effect") == "read":
+            out.interrupted.append((step, call))
+            out.history.append({"role": "tool", "tool_call_id": call.call_id,
+                                "name": call.name, "content": INTERRUPTED_READ})
+            continue
+        out.unknown = UnknownWrite(step, call, dict(intent.get("args") or {}),
+                                   str(intent.get("idempotency_key", "")))
+        out.remaining = turn_calls[index + 1:]
+        break
+    return out

@@ -1,0 +1,109 @@
+"""Recovery on start: what a new process object takes back from the journal.
+
+Context state, conversation and counters come from the last checkpoint plus what followed it.
+Dead letters survive. Accepted-but-unfinished events are re-queued in their order. A run that was
+in flight resumes from its durable steps; one caught mid-write waits for an operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from runtime_core.delivery import DeadLetter
+from runtime_core.journal.entry import EntryType
+from runtime_core.journal.provider import JournalProvider, ReadFilter
+from runtime_core.journal.recorder import ProcessRecorder
+from runtime_core.journal.replay import ReplayEngine, RunRebuild, rebuild_run
+from runtime_core.runs import ResumePoint, Run, RunState
+from runtime_core.triggers.base import TriggerEvent
+
+UNKNOWN_WRITE_OUTCOME = "unknown_write_outcome"
+
+
+@dataclass(slots=True)
+class RecoveredRun:
+    run: Run
+    rebuild: RunRebuild
+
+    def resume_point(self) -> ResumePoint:
+        r = self.rebuild
+        return ResumePoint(list(r.history), r.step, r.model_calls, r.tool_calls,
+                           r.output_chars, list(r.remaining))
+
+
+@dataclass(slots=True)
+class Recovery:
+    summary: dict[str, Any]
+    context_state: dict[str, Any]
+    conversation: list[dict[str, Any]]
+    invocation_count: int
+    queued: list[TriggerEvent] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    resumable: dict[str, RecoveredRun] = field(default_factory=dict)  # by event id
+    waiting: dict[str, RecoveredRun] = field(default_factory=dict)  # by run id
+    failed: list[RecoveredRun] = field(default_factory=list)
+
+
+async def recover_process(
+    journal: JournalProvider, recorder: ProcessRecorder, name: str, max_messages: int
+) -> Recovery | None:
+    engine = ReplayEngine(journal)
+    replayed = await engine.recover(name)
+    if not replayed["found"]:
+        return None
+    conversation = await engine.conversation(name, max_messages)
+    pending = [TriggerEvent.from_dict(e) for e in await journal.pending_events(name)]
+    dead = [
+        DeadLetter(TriggerEvent.from_dict(d.event), d.reason, d.error, d.attempts,
+                   datetime.fromtimestamp(d.dead_lettered_at, UTC).isoformat())
+        for d in await journal.dead_letters(name)
+    ]
+    by_id = {event.event_id: event for event in pending}
+    recovery = Recovery(
+        summary={}, context_state=replayed["context_state"], conversation=conversation,
+        invocation_count=replayed["invocation_count"], dead=dead,
+    )
+    for open_run in await journal.open_runs(name):
+        event = by_id.get(open_run.event_id)
+        if event is None:  # its event was settled (dead-lettered) already: nothing to resume
+            continue
+        entries = await journal.read(ReadFilter(process=name, run_id=open_run.run_id))
+        rebuild = rebuild_run(entries)
+        run = Run(name, event, open_run.attempt, run_id=open_run.run_id)
+        recovered = RecoveredRun(run, rebuild)
+        for step, call in rebuild.interrupted:
+            recorder.tool_interrupted(run.run_id, step, call.call_id, call.name)
+        if rebuild.failed_by_operator is not None:
+            run.state = RunState.FAILED
+            recovery.failed.append(recovered)
+        elif rebuild.unknown is not None:
+            run.state = RunState.WAITING
+            run.waiting_reason = UNKNOWN_WRITE_OUTCOME
+            if open_run.state != "waiting":
+                await recorder.run_waiting(run.run_id, rebuild.unknown.step,
+                                           rebuild.unknown.call.name, UNKNOWN_WRITE_OUTCOME)
+            recovery.waiting[run.run_id] = recovered
+        else:
+            recovery.resumable[event.event_id] = recovered
+    waiting_events = {r.run.event.event_id for r in recovery.waiting.values()}
+    failed_events = {r.run.event.event_id for r in recovery.failed}
+    recovery.queued = [e for e in pending
+                       if e.event_id not in waiting_events and e.event_id not in failed_events]
+    recovery.summary = {
+        "lifecycle_state": replayed["lifecycle_state"],
+        "entries_replayed": replayed["entries_replayed"],
+        "last_entry_type": replayed["last_entry_type"],
+        "context_keys": sorted(replayed["context_state"]),
+        "mission_restored": False,
+        "budget_restored": False,
+        "conversation_messages": len(conversation),
+        "invocation_count": replayed["invocation_count"],
+        "requeued_events": len(recovery.queued),
+        "resumed_runs": len(recovery.resumable),
+        "waiting_runs": len(recovery.waiting),
+        "dead_letters": len(dead),
+    }
+    recorder.submit(EntryType.RECOVERED, dict(recovery.summary))
+    return recovery
