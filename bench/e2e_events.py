@@ -1,7 +1,11 @@
-"""Push N injected events through one process with an instant scripted model, no journal.
+"""Push N injected events through one process with an instant scripted model.
 
-Prints JSON: events/s for each N, and peak RSS after each (memory should stay flat as N grows).
-Usage: python bench/e2e_events.py [--events 10000] [--scales 10000,20000,40000] [--subscriber]
+Prints JSON: events/s for each N and peak RSS after each (memory should stay flat as N grows);
+with --journal, also journal bytes per event. Injection is done by --producers concurrent
+callers (a webhook under load acknowledges many events at once; each inject returns only after
+its event is durable).
+Usage: python bench/e2e_events.py [--scales 10000,20000,40000] [--journal none|checkpoint|full]
+                                  [--producers 1] [--subscriber]
 """
 
 from __future__ import annotations
@@ -10,8 +14,11 @@ import argparse
 import asyncio
 import json
 import resource
+import sqlite3
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
 
@@ -21,15 +28,30 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-async def run_once(n: int, subscriber: bool) -> dict[str, float]:
+def journal_bytes(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    finally:
+        conn.close()
+    return int((pages - free) * size)
+
+
+async def run_once(n: int, level: str, producers: int, subscriber: bool, tmp: Path
+                   ) -> dict[str, float]:
+    db = tmp / f"journal-{n}.db"
     config = ProcessConfig(
         model={"provider": "scripted", "turns": [{"reply": "ok"}]},
-        queue_size=n + 1,
-        context={"conversation_max_messages": 100},
+        queue_size=max(1000, producers * 2),
+        journal={"level": level, "path": str(db)},
     )
     process = AgentProcess("bench", config)
     sub = process.notifier.subscribe(maxsize=10_000) if subscriber else None
     await process.start()
+    base_bytes = journal_bytes(db) if level != "none" else 0
     done = asyncio.Event()
     target = process.invocation_count + n
 
@@ -38,38 +60,52 @@ async def run_once(n: int, subscriber: bool) -> dict[str, float]:
             done.set()
 
     process.notifier.add_callback(check)
+    per_producer = n // producers
+
+    async def producer(k: int) -> None:
+        for i in range(per_producer):
+            await process.inject(TriggerEvent("bench", "manual", {"i": i, "p": k}))
+            if i % 200 == 199:
+                await asyncio.sleep(0)  # let workers run while we keep injecting
+                if sub is not None:
+                    sub.drain()
+
     started = time.perf_counter()
-    for i in range(n):
-        await process.inject(TriggerEvent("bench", "manual", {"i": i}))
-        if i % 500 == 499:
-            await asyncio.sleep(0)  # let workers run while we keep injecting
-            if sub is not None:
-                sub.drain()
+    await asyncio.gather(*(producer(k) for k in range(producers)))
     await asyncio.wait_for(done.wait(), timeout=600)
     elapsed = time.perf_counter() - started
-    await process.stop()
-    assert process.invocation_count == n, process.invocation_count
-    return {"events": n, "seconds": round(elapsed, 3), "events_per_s": round(n / elapsed, 1),
-            "peak_rss_mb": round(rss_mb(), 1)}
+    await process.close()
+    total = per_producer * producers
+    result = {"events": total, "seconds": round(elapsed, 3),
+              "events_per_s": round(total / elapsed, 1), "peak_rss_mb": round(rss_mb(), 1)}
+    if level != "none":
+        result["journal_bytes_per_event"] = round((journal_bytes(db) - base_bytes) / total, 1)
+    return result
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scales", default="10000,20000,40000")
+    parser.add_argument("--journal", default="none", choices=["none", "checkpoint", "full"])
+    parser.add_argument("--producers", type=int, default=1)
     parser.add_argument("--subscriber", action="store_true",
                         help="attach a UI-like event subscriber while measuring")
     args = parser.parse_args()
     results = []
-    for n in (int(x) for x in args.scales.split(",")):
-        results.append(await run_once(n, args.subscriber))
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (int(x) for x in args.scales.split(",")):
+            results.append(await run_once(n, args.journal, args.producers, args.subscriber,
+                                          Path(tmp)))
     print(json.dumps({
         "benchmark": "e2e_events",
-        "journal": "none",
+        "journal": args.journal,
+        "synchronous": "FULL" if args.journal != "none" else None,
+        "producers": args.producers,
         "model": "scripted instant reply",
         "subscriber": args.subscriber,
         "python": sys.version.split()[0],
         "runs": results,
-        "events_per_s_at_10k": results[0]["events_per_s"],
+        "events_per_s_first": results[0]["events_per_s"],
         "rss_growth_mb_first_to_last": round(
             results[-1]["peak_rss_mb"] - results[0]["peak_rss_mb"], 1
         ),

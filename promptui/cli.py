@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from promptui import __version__
+from promptui.journal_cli import journal_app, logs
 
 app = typer.Typer(
     add_completion=False,
@@ -19,6 +20,8 @@ app = typer.Typer(
     help="promptui: a terminal control room for long-running AI agent processes.",
 )
 console = Console()
+app.command("logs")(logs)
+app.add_typer(journal_app, name="journal")
 
 
 def _status_table(status: dict[str, Any], elapsed: float) -> Table:

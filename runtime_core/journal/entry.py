@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,9 +39,13 @@ class JournalEntry:
     data: dict[str, Any] = field(default_factory=dict)
     process_id: str = ""
     run_id: str | None = None
-    entry_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     timestamp: float = field(default_factory=time.time)
     seq: int = 0
+
+    @property
+    def entry_id(self) -> str:
+        """``<process>:<seq>``: unique in a journal, and readable in logs and commands."""
+        return f"{self.process}:{self.seq}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,7 +67,6 @@ class JournalEntry:
             data=dict(data.get("data") or {}),
             process_id=str(data.get("process_id", "")),
             run_id=data.get("run_id"),
-            entry_id=str(data.get("entry_id") or uuid.uuid4().hex),
             timestamp=float(data.get("timestamp", time.time())),
             seq=int(data.get("seq", 0)),
         )

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.provider import IndexRules, OpenRun, ReadFilter, StoredDeadLetter
+from runtime_core.journal.provider import IndexRules, OpenRun, ReadFilter, StoredDeadLetter, to_json
 
 
 class MemoryJournal:
@@ -19,7 +19,6 @@ class MemoryJournal:
         self._pending: dict[str, dict[str, tuple[int, dict[str, Any]]]] = {}
         self._dead: dict[str, dict[str, tuple[int, StoredDeadLetter]]] = {}
         self._runs: dict[str, dict[str, OpenRun]] = {}
-        self._order = 0
 
     async def open(self) -> None:
         return None
@@ -35,24 +34,29 @@ class MemoryJournal:
         return entry
 
     def _store(self, entry: JournalEntry, attachment: Any) -> None:
-        # Round-trip through JSON: the memory journal accepts exactly what SQLite accepts.
-        entry.data = json.loads(json.dumps(entry.data))
-        attachment = json.loads(json.dumps(attachment)) if attachment is not None else None
+        # Round-trip through JSON: the memory journal accepts exactly what SQLite accepts, and
+        # keeps a snapshot the caller cannot change afterwards.
+        data = json.loads(to_json(entry.data, f"{entry.entry_type} entry data"))
+        if attachment is not None:
+            attachment = json.loads(to_json(attachment, "entry attachment"))
+        effects = IndexRules.effects(entry, attachment)  # refuses a bad entry before its seq
         seq = self._seq.get(entry.process, 0) + 1
         self._seq[entry.process] = seq
         entry.seq = seq
-        self._entries.append(copy.copy(entry))
-        self._apply(entry, attachment)
+        stored = copy.copy(entry)
+        stored.data = data
+        self._entries.append(stored)
+        self._apply(stored, effects)
 
-    def _apply(self, entry: JournalEntry, attachment: Any) -> None:
+    def _apply(self, entry: JournalEntry, effects: list[tuple[str, Any]]) -> None:
         process = entry.process
         pending = self._pending.setdefault(process, {})
         dead = self._dead.setdefault(process, {})
         runs = self._runs.setdefault(process, {})
-        for op, arg in IndexRules.effects(entry, attachment):
-            self._order += 1
+        order = entry.seq * IndexRules.ORD_SCALE
+        for op, arg in effects:
             if op == "pending_add":
-                pending[arg["event_id"]] = (self._order, arg)
+                pending[arg["event_id"]] = (order, arg)
             elif op == "pending_remove":
                 pending.pop(arg, None)
             elif op == "run_open":
@@ -68,7 +72,7 @@ class MemoryJournal:
                 runs.pop(arg, None)
             elif op == "dead_add":
                 event, data = arg
-                dead[data["event_id"]] = (self._order, StoredDeadLetter(
+                dead[data["event_id"]] = (order, StoredDeadLetter(
                     event, data.get("reason", ""), data.get("error", ""),
                     int(data.get("attempts", 0)), entry.timestamp))
             elif op == "dead_trim":
@@ -76,10 +80,10 @@ class MemoryJournal:
                 for event_id, _ in ordered[: max(0, len(ordered) - arg)]:
                     del dead[event_id]
             elif op == "dead_redeliver":
-                for event_id in arg:
+                for position, event_id in enumerate(arg):
                     item = dead.pop(event_id, None)
                     if item is not None:
-                        pending[event_id] = (self._order, item[1].event)
+                        pending[event_id] = (order + position, item[1].event)
             elif op == "dead_clear":
                 if arg is None:
                     dead.clear()
@@ -117,7 +121,7 @@ class MemoryJournal:
 
     async def dead_letters(self, process: str) -> list[StoredDeadLetter]:
         items = sorted(self._dead.get(process, {}).values(), key=lambda item: item[0])
-        return [letter for _, letter in items]
+        return [copy.deepcopy(letter) for _, letter in items]
 
     async def open_runs(self, process: str) -> list[OpenRun]:
         return sorted(self._runs.get(process, {}).values(), key=lambda r: r.started_seq)

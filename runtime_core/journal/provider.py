@@ -14,6 +14,7 @@ level is ``full``.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -22,6 +23,14 @@ from runtime_core.journal.entry import EntryType, JournalEntry
 
 class JournalError(RuntimeError):
     """The journal could not be read or written."""
+
+
+def to_json(value: Any, where: str) -> str:
+    """Compact JSON, or a JournalError naming what could not be stored (no NaN, no objects)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise JournalError(f"{where} is not JSON-serialisable: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,34 +95,62 @@ class JournalProvider(Protocol):
 
 
 class IndexRules:
-    """How an entry changes the indexes; shared by every backend so they cannot drift."""
+    """How an entry changes the indexes; shared by every backend so they cannot drift.
+
+    ``effects`` also validates: an entry that cannot be applied is refused (JournalError) when it
+    is submitted, before it takes a seq, so it can never break a batch of other entries.
+    Ordering keys are ``seq * ORD_SCALE + position``, the same in every backend."""
+
+    ORD_SCALE = 10_000
 
     @staticmethod
     def effects(entry: JournalEntry, attachment: Any) -> list[tuple[str, Any]]:
         """A list of (operation, argument) pairs for the backend to apply."""
         data = entry.data
         kind = entry.entry_type
+
+        def need(condition: bool, what: str) -> None:
+            if not condition:
+                raise JournalError(f"a {kind} entry needs {what}")
+
+        need(bool(entry.process), "a process name")
         ops: list[tuple[str, Any]] = []
         if kind == EntryType.EVENT_ACCEPTED:
+            need(isinstance(attachment, dict) and bool(attachment.get("event_id")),
+                 "the event (with its event_id) as its attachment")
             ops.append(("pending_add", attachment))
         elif kind == EntryType.RUN_STARTED:
+            need(bool(entry.run_id), "a run_id")
+            need(bool(data.get("event_id")), "data.event_id")
             ops.append(("run_open", (entry.run_id, data["event_id"], data.get("attempt", 1))))
-        elif kind == EntryType.RUN_WAITING:
-            ops.append(("run_wait", entry.run_id))
-        elif kind == EntryType.RECONCILED:
-            ops.append(("run_resume", entry.run_id))
-        elif kind == EntryType.RUN_FINISHED:
-            ops.append(("run_close", entry.run_id))
-            if data.get("event_done"):
-                ops.append(("pending_remove", data["event_id"]))
+        elif kind in (EntryType.RUN_WAITING, EntryType.RECONCILED, EntryType.RUN_FINISHED):
+            need(bool(entry.run_id), "a run_id")
+            if kind == EntryType.RUN_WAITING:
+                ops.append(("run_wait", entry.run_id))
+            elif kind == EntryType.RECONCILED:
+                ops.append(("run_resume", entry.run_id))
+            else:
+                ops.append(("run_close", entry.run_id))
+                if data.get("event_done"):
+                    need(bool(data.get("event_id")), "data.event_id")
+                    ops.append(("pending_remove", data["event_id"]))
         elif kind == EntryType.DEAD_LETTERED:
+            need(bool(data.get("event_id")), "data.event_id")
+            need(isinstance(attachment, dict), "the event as its attachment")
             ops.append(("pending_remove", data["event_id"]))
             ops.append(("dead_add", (attachment, data)))
             keep = data.get("keep")
             if keep is not None:
+                need(isinstance(keep, int) and keep >= 0, "data.keep as a whole number")
                 ops.append(("dead_trim", int(keep)))
         elif kind == EntryType.REDELIVERED:
-            ops.append(("dead_redeliver", list(data["event_ids"])))
+            ids = data.get("event_ids")
+            need(isinstance(ids, list) and all(isinstance(i, str) for i in ids),
+                 "data.event_ids as a list of ids")
+            ops.append(("dead_redeliver", [str(i) for i in ids or []]))
         elif kind == EntryType.DEAD_LETTERS_CLEARED:
-            ops.append(("dead_clear", data.get("event_ids")))
+            ids = data.get("event_ids")
+            need(ids is None or (isinstance(ids, list) and all(isinstance(i, str) for i in ids)),
+                 "data.event_ids as a list of ids or null")
+            ops.append(("dead_clear", ids))
         return ops

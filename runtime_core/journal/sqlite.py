@@ -28,6 +28,7 @@ from runtime_core.journal.provider import (
     OpenRun,
     ReadFilter,
     StoredDeadLetter,
+    to_json,
 )
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,8 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         """CREATE TABLE entries (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
-            entry_id TEXT NOT NULL UNIQUE,
             process TEXT NOT NULL,
-            process_id TEXT NOT NULL,
+            pid INTEGER NOT NULL REFERENCES incarnations (pid),
             seq INTEGER NOT NULL,
             ts REAL NOT NULL,
             entry_type TEXT NOT NULL,
@@ -53,7 +53,7 @@ MIGRATIONS: dict[int, list[str]] = {
         )""",
         "CREATE INDEX entries_by_type ON entries (process, entry_type, seq)",
         "CREATE INDEX entries_by_run ON entries (run_id) WHERE run_id IS NOT NULL",
-        "CREATE INDEX entries_by_time ON entries (process, ts)",
+        "CREATE TABLE incarnations (pid INTEGER PRIMARY KEY, process_id TEXT NOT NULL UNIQUE)",
         "CREATE TABLE heads (process TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)",
         """CREATE TABLE pending (
             process TEXT NOT NULL, event_id TEXT NOT NULL, ord INTEGER NOT NULL,
@@ -74,13 +74,6 @@ MIGRATIONS: dict[int, list[str]] = {
 
 def checksum(text: str) -> int:
     return zlib.crc32(text.encode("utf-8"))
-
-
-def _dumps(value: Any, where: str) -> str:
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise JournalError(f"{where} is not JSON-serialisable: {exc}") from exc
 
 
 class DamagedJournal(JournalError):
@@ -130,7 +123,10 @@ def move_aside(path: Path) -> Path:
     return target
 
 
-_Pending = tuple[JournalEntry, str, Any, "asyncio.Future[None]"]
+_Pending = tuple[JournalEntry, str, Any, "asyncio.Future[None]", list[tuple[str, Any]]]
+
+
+_FLUSH = JournalEntry("(flush marker)", "")
 
 
 class SQLiteJournal:
@@ -154,6 +150,7 @@ class SQLiteJournal:
         self._queue: asyncio.Queue[_Pending | None] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
         self._heads: dict[str, int] = {}
+        self._pids: dict[str, int] = {}  # process_id (a uuid) -> small integer stored per row
         self._error: BaseException | None = None
         self._closed = False
         self.batches = 0
@@ -188,6 +185,8 @@ class SQLiteJournal:
         await self._migrate()
         async with self._writer.execute("SELECT process, last_seq FROM heads") as cursor:
             self._heads = {row[0]: int(row[1]) async for row in cursor}
+        async with self._writer.execute("SELECT process_id, pid FROM incarnations") as cursor:
+            self._pids = {row[0]: int(row[1]) async for row in cursor}
         self._reader = await aiosqlite.connect(self.path, isolation_level=None)
         await self._reader.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
         self._writer_task = asyncio.create_task(self._write_loop(), name="journal-writer")
@@ -224,13 +223,14 @@ class SQLiteJournal:
             raise JournalError(f"journal {self.path} is not open")
         if self._error is not None:
             raise JournalError(f"journal {self.path} failed earlier: {self._error}")
-        data = _dumps(entry.data, f"{entry.entry_type} entry data")
-        attached = None if attachment is None else _dumps(attachment, "entry attachment")
+        data = to_json(entry.data, f"{entry.entry_type} entry data")
+        attached = None if attachment is None else to_json(attachment, "entry attachment")
+        effects = IndexRules.effects(entry, attachment)  # refuses a bad entry before its seq
         seq = self._heads.get(entry.process, 0) + 1
         self._heads[entry.process] = seq
         entry.seq = seq
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((entry, data, attached, future))
+        self._queue.put_nowait((entry, data, attached, future, effects))
         return future
 
     async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
@@ -244,7 +244,7 @@ class SQLiteJournal:
         if self._error is not None:
             raise JournalError(f"journal {self.path} failed earlier: {self._error}")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((JournalEntry("", ""), "", None, future))  # a marker, not written
+        self._queue.put_nowait((_FLUSH, "", None, future, []))  # a marker, never written
         await future
 
     async def _write_loop(self) -> None:
@@ -264,14 +264,14 @@ class SQLiteJournal:
                     stop = True
                     break
                 batch.append(nxt)
-            rows = [b for b in batch if b[0].process]
+            rows = [b for b in batch if b[0] is not _FLUSH]
             try:
                 if rows:
                     await self._commit(rows)
             except BaseException as exc:  # keep serving callers; every later append fails loudly
                 self._error = exc
                 log.critical("journal %s: write failed: %s", self.path, exc)
-                for _, _, _, fut in batch:
+                for _, _, _, fut, _ in batch:
                     if not fut.done():
                         fut.set_exception(JournalError(f"journal write failed: {exc}"))
                         fut.exception()  # mark retrieved: fire-and-forget callers may not look
@@ -280,7 +280,7 @@ class SQLiteJournal:
             else:
                 self.batches += 1
                 self.committed += len(rows)
-                for _, _, _, fut in batch:
+                for _, _, _, fut, _ in batch:
                     if not fut.done():
                         fut.set_result(None)
             if stop:
@@ -291,19 +291,28 @@ class SQLiteJournal:
         entry_rows = []
         ops: list[tuple[str, tuple[Any, ...]]] = []
         heads: dict[str, int] = {}
-        for entry, data, attached, _ in rows:
-            entry_rows.append((entry.entry_id, entry.process, entry.process_id, entry.seq,
-                               entry.timestamp, entry.entry_type, entry.run_id, data,
-                               checksum(data)))
+        new_pids: list[tuple[int, str]] = []
+        for entry, data, attached, _, effects in rows:
+            pid = self._pids.get(entry.process_id)
+            if pid is None:
+                pid = len(self._pids) + 1
+                self._pids[entry.process_id] = pid
+                new_pids.append((pid, entry.process_id))
+            entry_rows.append((entry.process, pid, entry.seq, entry.timestamp, entry.entry_type,
+                               entry.run_id, data, checksum(data)))
             heads[entry.process] = entry.seq
-            attachment = json.loads(attached) if attached is not None else None
-            for op, arg in IndexRules.effects(entry, attachment):
+            for op, arg in effects:
                 ops.extend(_index_sql(entry, op, arg, attached))
         # One hop to the connection's thread for the whole transaction (aiosqlite runs each
         # call on its own thread; several awaits would hold the write lock across loop turns).
-        await self._writer._execute(  # type: ignore[no-untyped-call]
-            _write_batch, self._writer._conn, entry_rows, ops, list(heads.items())
-        )
+        try:
+            await self._writer._execute(  # type: ignore[no-untyped-call]
+                _write_batch, self._writer._conn, entry_rows, ops, list(heads.items()), new_pids
+            )
+        except BaseException:
+            for _, process_id in new_pids:  # not committed: forget them
+                self._pids.pop(process_id, None)
+            raise
 
     # -- reading ---------------------------------------------------------------------------------
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -318,25 +327,24 @@ class SQLiteJournal:
         where: list[str] = []
         params: list[Any] = []
         if query.process is not None:
-            where.append("process = ?")
+            where.append("e.process = ?")
             params.append(query.process)
         if query.entry_type is not None:
-            where.append("entry_type = ?")
+            where.append("e.entry_type = ?")
             params.append(query.entry_type)
         if query.run_id is not None:
-            where.append("run_id = ?")
+            where.append("e.run_id = ?")
             params.append(query.run_id)
         if query.since_seq is not None:
-            where.append("seq > ?")
+            where.append("e.seq > ?")
             params.append(query.since_seq)
         if query.since_time is not None:
-            where.append("ts >= ?")
+            where.append("e.ts >= ?")
             params.append(query.since_time)
-        sql = ("SELECT entry_id, process, process_id, seq, ts, entry_type, run_id, data, crc "
-               "FROM entries")
+        sql = _SELECT
         if where:
             sql += " WHERE " + " AND ".join(where)
-        order = "seq" if query.process is not None else "id"
+        order = "e.seq" if query.process is not None else "e.id"
         sql += f" ORDER BY {order} {'DESC' if query.newest_first else 'ASC'}"
         if query.limit is not None:
             sql += " LIMIT ?"
@@ -345,8 +353,7 @@ class SQLiteJournal:
 
     async def last_checkpoint(self, process: str) -> JournalEntry | None:
         rows = await self._fetch(
-            "SELECT entry_id, process, process_id, seq, ts, entry_type, run_id, data, crc "
-            "FROM entries WHERE process = ? AND entry_type = ? ORDER BY seq DESC LIMIT 1",
+            _SELECT + " WHERE e.process = ? AND e.entry_type = ? ORDER BY e.seq DESC LIMIT 1",
             (process, EntryType.CHECKPOINT),
         )
         return _row_to_entry(rows[0]) if rows else None
@@ -391,16 +398,23 @@ class SQLiteJournal:
         self._writer_task = None
 
 
+_SELECT = ("SELECT e.process, i.process_id, e.seq, e.ts, e.entry_type, e.run_id, e.data, e.crc "
+           "FROM entries e JOIN incarnations i ON i.pid = e.pid")
+
+
 def _row_to_entry(row: Any) -> JournalEntry:
-    entry_id, process, process_id, seq, ts, entry_type, run_id, data, crc = row
+    process, process_id, seq, ts, entry_type, run_id, data, crc = row
     if checksum(data) != crc:
         raise JournalError(
-            f"journal entry {entry_id} (process {process!r}, seq {seq}) is corrupt: "
+            f"journal entry {process}:{seq} is corrupt: "
             "its checksum does not match; run 'promptui journal verify'"
         )
     return JournalEntry(process=process, entry_type=entry_type, data=json.loads(data),
-                        process_id=process_id, run_id=run_id, entry_id=entry_id,
-                        timestamp=float(ts), seq=int(seq))
+                        process_id=process_id, run_id=run_id, timestamp=float(ts),
+                        seq=int(seq))
+
+
+_SCALE = IndexRules.ORD_SCALE
 
 
 def _index_sql(entry: JournalEntry, op: str, arg: Any, attached: str | None
@@ -408,7 +422,7 @@ def _index_sql(entry: JournalEntry, op: str, arg: Any, attached: str | None
     p = entry.process
     if op == "pending_add":
         return [("INSERT OR REPLACE INTO pending (process, event_id, ord, event) "
-                 "VALUES (?, ?, ?, ?)", (p, arg["event_id"], entry.seq, attached))]
+                 "VALUES (?, ?, ?, ?)", (p, arg["event_id"], entry.seq * _SCALE, attached))]
     if op == "pending_remove":
         return [("DELETE FROM pending WHERE process = ? AND event_id = ?", (p, arg))]
     if op == "run_open":
@@ -426,17 +440,17 @@ def _index_sql(entry: JournalEntry, op: str, arg: Any, attached: str | None
         _, data = arg
         return [("INSERT OR REPLACE INTO dead_letters (process, event_id, ord, event, reason, "
                  "error, attempts, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                 (p, data["event_id"], entry.seq, attached, data.get("reason", ""),
+                 (p, data["event_id"], entry.seq * _SCALE, attached, data.get("reason", ""),
                   data.get("error", ""), int(data.get("attempts", 0)), entry.timestamp))]
     if op == "dead_trim":
         return [("DELETE FROM dead_letters WHERE process = ? AND ord NOT IN (SELECT ord FROM "
                  "dead_letters WHERE process = ? ORDER BY ord DESC LIMIT ?)", (p, p, arg))]
     if op == "dead_redeliver":
         out: list[tuple[str, tuple[Any, ...]]] = []
-        for event_id in arg:
+        for position, event_id in enumerate(arg):
             out.append(("INSERT OR REPLACE INTO pending (process, event_id, ord, event) SELECT "
                         "process, event_id, ?, event FROM dead_letters WHERE process = ? AND "
-                        "event_id = ?", (entry.seq, p, event_id)))
+                        "event_id = ?", (entry.seq * _SCALE + position, p, event_id)))
             out.append(("DELETE FROM dead_letters WHERE process = ? AND event_id = ?",
                         (p, event_id)))
         return out
@@ -453,12 +467,14 @@ def _write_batch(
     entry_rows: list[tuple[Any, ...]],
     ops: list[tuple[str, tuple[Any, ...]]],
     heads: list[tuple[str, int]],
+    new_pids: list[tuple[int, str]],
 ) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
+        conn.executemany("INSERT INTO incarnations (pid, process_id) VALUES (?, ?)", new_pids)
         conn.executemany(
-            "INSERT INTO entries (entry_id, process, process_id, seq, ts, entry_type, run_id, "
-            "data, crc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entries (process, pid, seq, ts, entry_type, run_id, data, crc) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             entry_rows,
         )
         for sql, params in ops:

@@ -430,6 +430,13 @@ async def test_open_runs_are_per_process_and_ignore_unknown_runs(journal: Any) -
 
 
 # -- bad input ----------------------------------------------------------------------------------
+def serialisation_errors(j: Any) -> tuple[type[BaseException], ...]:
+    """SQLite must raise JournalError; the memory journal may also raise json's own errors."""
+    if isinstance(j, SQLiteJournal):
+        return (JournalError,)
+    return (JournalError, TypeError, ValueError)
+
+
 NOT_JSON = {
     "object": {"x": object()},
     "set": {"x": {1, 2}},
@@ -442,8 +449,7 @@ NOT_JSON = {
 @pytest.mark.parametrize("what", list(NOT_JSON))
 async def test_non_json_data_raises_and_writes_nothing(journal: Any, what: str) -> None:
     await journal.append(E("p", "note"))
-    errors: tuple[type[BaseException], ...] = (
-        (JournalError,) if isinstance(journal, SQLiteJournal) else (TypeError, ValueError))
+    errors = serialisation_errors(journal)
     with pytest.raises(errors):
         await journal.append(E("p", "note", NOT_JSON[what]))
     with pytest.raises(errors):
@@ -454,8 +460,7 @@ async def test_non_json_data_raises_and_writes_nothing(journal: Any, what: str) 
 
 
 async def test_non_json_attachment_raises_and_writes_nothing(journal: Any) -> None:
-    errors: tuple[type[BaseException], ...] = (
-        (JournalError,) if isinstance(journal, SQLiteJournal) else (TypeError, ValueError))
+    errors = serialisation_errors(journal)
     with pytest.raises(errors):
         await journal.append(E("p", EntryType.EVENT_ACCEPTED, {"event_id": "e"}),
                              attachment={"event_id": "e", "bad": object()})
@@ -655,6 +660,23 @@ async def test_sqlite_refuses_appends_after_close(sqlite_journal: SQLiteJournal)
         sqlite_journal.submit(E("p"))
     with pytest.raises(JournalError):
         await sqlite_journal.append(E("p"))
+
+
+async def test_sqlite_open_is_idempotent_and_the_same_object_reopens(tmp_path: Path) -> None:
+    j = SQLiteJournal(tmp_path / "j.db")
+    await j.open()
+    try:
+        await j.append(E("p"))
+        await j.open()  # already open: nothing happens
+        assert (await j.append(E("p"))).seq == 2
+        await j.close()
+        await j.close()  # closing twice is harmless
+        await j.open()  # reopen after close
+        assert [e.seq for e in await j.read(ReadFilter(process="p"))] == [1, 2]
+        assert (await j.append(E("p"))).seq == 3
+        assert on_disk(j.path) == [("p", 1, "note"), ("p", 2, "note"), ("p", 3, "note")]
+    finally:
+        await j.close()
 
 
 GARBAGE = {

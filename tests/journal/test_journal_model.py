@@ -129,7 +129,6 @@ class JournalMachine(RuleBasedStateMachine):
         self.journal = self.run(self._open())
         self.model = Model()
         self.counter = 0
-        self.reopens = 0
 
     # -- plumbing ----------------------------------------------------------------------------------
     def run(self, awaitable: Any) -> Any:
@@ -249,12 +248,19 @@ class JournalMachine(RuleBasedStateMachine):
         for entry in entries:
             self.model.apply(entry, None)
 
-    @rule()
-    def crash_and_reopen(self) -> None:
-        self.run(self.j.close())
+    @rule(same_object=st.booleans())
+    def crash_and_reopen(self, same_object: bool) -> None:
+        """Close, then open the file again: usually with a brand-new SQLiteJournal, sometimes by
+        reopening the closed object."""
+        journal = self.j
+        self.run(journal.close())
         self.journal = None
-        self.journal = self.run(self._open())
-        self.reopens += 1
+        if same_object:
+            self.run(journal.open())
+            assert journal.damage is None
+            self.journal = journal
+        else:
+            self.journal = self.run(self._open())
 
     @rule(process=st.none() | processes, entry_type=st.none() | st.sampled_from(ENTRY_TYPES),
           since_seq=st.none() | st.integers(0, 30), limit=st.none() | st.integers(0, 6),
