@@ -621,7 +621,6 @@ class AgentProcess:
         level = cfg.level if cfg.level != "none" else "checkpoint"
         self._recorder = ProcessRecorder(self._journal, self.name, self.process_id, level)
         self._delivery.recorder = self._recorder
-        self._recorder.transition(S.CREATED.value, S.STARTING.value, "start()")
         if cfg.recover_on_start:
             recovery = await recover_process(self._journal, self._recorder, self.name,
                                              self.config.context.conversation_max_messages)
@@ -641,6 +640,8 @@ class AgentProcess:
                                                      summary=dict(recovery.summary)))
                 for waiting in self._waiting.values():
                     self._announce_waiting(waiting)
+        # After recovery, which reports the state the journal last recorded.
+        self._recorder.transition(S.CREATED.value, S.STARTING.value, "start()")
         self._journal_prepared = True
 
     def _on_journal_damage(self, damage: DamagedJournal) -> None:

@@ -303,7 +303,8 @@ class RunExecutor:
             step += 1
             if self.recorder is not None:
                 try:  # usage is journaled before the history it produced
-                    self.recorder.model_turn(run.run_id, step, run.model_calls - 1, turn)
+                    self.recorder.model_turn(run.run_id, step, run.model_calls - 1, turn,
+                                             messages)
                 except JournalError as exc:
                     raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
             produced = len(turn.reply or "") + sum(

@@ -88,7 +88,8 @@ class ProcessRecorder:
         self.submit(EntryType.RUN_STARTED, {"event_id": event_id, "attempt": attempt},
                     run_id=run_id)
 
-    def model_turn(self, run_id: str, step: int, turn_index: int, turn: ModelTurn) -> None:
+    def model_turn(self, run_id: str, step: int, turn_index: int, turn: ModelTurn,
+                   prompt: list[Message] | None = None) -> None:
         data: dict[str, Any] = {
             "step": step,
             "turn": turn_index,
@@ -99,6 +100,9 @@ class ProcessRecorder:
         }
         if self.full or turn.tool_calls:
             data["reply"] = (turn.reply or "")[:REPLY_LIMIT]
+        if self.full and prompt is not None:  # the audit level keeps what the model was shown
+            data["prompt"] = [{**m, "content": str(m.get("content", ""))[:REPLY_LIMIT]}
+                              for m in prompt]
         self.submit(EntryType.MODEL_USAGE, data, run_id=run_id)
 
     async def tool_intent(self, run_id: str, step: int, call: ToolCall, effect: str) -> None:
