@@ -109,6 +109,12 @@ class MemoryJournal:
             out = out[: query.limit]
         return [copy.deepcopy(e) for e in out]
 
+    async def checkpoint(self, process: str, state: dict[str, Any], *, process_id: str = ""
+                         ) -> JournalEntry:
+        """Append a checkpoint entry holding ``state`` and return once it is durable."""
+        return await self.append(JournalEntry(process, EntryType.CHECKPOINT, dict(state),
+                                              process_id=process_id))
+
     async def last_checkpoint(self, process: str) -> JournalEntry | None:
         for entry in reversed(self._entries):
             if entry.process == process and entry.entry_type == EntryType.CHECKPOINT:

@@ -351,6 +351,12 @@ class SQLiteJournal:
             params.append(int(query.limit))
         return [_row_to_entry(row) for row in await self._fetch(sql, tuple(params))]
 
+    async def checkpoint(self, process: str, state: dict[str, Any], *, process_id: str = ""
+                         ) -> JournalEntry:
+        """Append a checkpoint entry holding ``state`` and return once it is durable."""
+        return await self.append(JournalEntry(process, EntryType.CHECKPOINT, dict(state),
+                                              process_id=process_id))
+
     async def last_checkpoint(self, process: str) -> JournalEntry | None:
         rows = await self._fetch(
             _SELECT + " WHERE e.process = ? AND e.entry_type = ? ORDER BY e.seq DESC LIMIT 1",
