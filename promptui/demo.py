@@ -7,7 +7,7 @@ from runtime_core import AgentRuntime, ProcessConfig
 DEMO_PROCESSES: dict[str, dict[str, object]] = {
     "heartbeat": {
         "instructions": "Report that the system is alive.",
-        "triggers": [{"type": "interval", "interval_seconds": 1.0}],
+        "triggers": [{"type": "interval", "seconds": 1.0}],
     },
     "researcher": {
         "instructions": "Research the topic in each message and record what you found.",
@@ -51,7 +51,7 @@ DEMO_PROCESSES: dict[str, dict[str, object]] = {
         },
         "tools": [{"path": "promptui.demo_tools:check_service", "effect": "read"}],
         "run_budget": {"max_model_calls": 6},
-        "triggers": [{"type": "interval", "interval_seconds": 2.0}],
+        "triggers": [{"type": "interval", "seconds": 2.0}],
     },
 }
 

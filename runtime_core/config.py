@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from runtime_core.agent.script import ScriptedModelSpec
 
@@ -58,30 +66,88 @@ class ToolDeclaration(StrictModel):
         return value
 
 
-TRIGGER_TYPES = ("interval", "event", "message")
+TRIGGER_TYPES = ("cron", "interval", "webhook", "file_watch", "event", "message", "manual")
+FILE_WATCH_CHANGES = ("added", "modified", "deleted")
+
+#: Which fields each trigger type uses (besides type and filter_expression).
+TRIGGER_FIELDS: dict[str, tuple[str, ...]] = {
+    "cron": ("cron_expression", "timezone"),
+    "interval": ("seconds",),
+    "webhook": ("webhook_path", "webhook_port", "webhook_host", "hmac_secret",
+                "signature_tolerance", "max_body_bytes"),
+    "file_watch": ("watch_path", "patterns", "recursive", "debounce", "watch_events"),
+    "event": ("event_type", "event_source"),
+    "message": ("topic",),
+    "manual": (),
+}
+_REQUIRED = {"cron": "cron_expression", "interval": "seconds", "file_watch": "watch_path",
+             "event": "event_type", "message": "topic"}
 
 
 class TriggerConfig(StrictModel):
-    """One trigger. Fields apply to the trigger type named in ``type``."""
+    """One trigger. Only the fields of the trigger type named in ``type`` may be set."""
 
     type: str
-    interval_seconds: Annotated[float, Field(gt=0)] | None = None
+    filter_expression: str | None = None
+    # cron
+    cron_expression: str | None = None
+    timezone: str | None = None
+    # interval
+    seconds: Annotated[float, Field(gt=0)] | None = None
+    # webhook
+    webhook_path: str = "/webhook"
+    webhook_port: Annotated[int, Field(ge=0, le=65535)] = 9090
+    webhook_host: str = "127.0.0.1"
+    hmac_secret: SecretStr | None = None
+    signature_tolerance: Annotated[int, Field(gt=0)] = 300
+    max_body_bytes: Annotated[int, Field(gt=0)] = 1_048_576
+    # file_watch
+    watch_path: str | None = None
+    patterns: list[str] = Field(default_factory=lambda: ["*"])
+    recursive: bool = True
+    debounce: Annotated[float, Field(ge=0)] = 0.5
+    watch_events: list[str] = Field(default_factory=lambda: list(FILE_WATCH_CHANGES))
+    # event / message
     event_type: str | None = None
     event_source: str | None = None
     topic: str | None = None
-    custom_config: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _check_required(self) -> TriggerConfig:
+    def _check_type_and_fields(self) -> TriggerConfig:
         if self.type not in TRIGGER_TYPES:
             raise ValueError(
                 f"unknown trigger type {self.type!r}; choose from {', '.join(TRIGGER_TYPES)}"
             )
-        required = {"interval": "interval_seconds", "event": "event_type", "message": "topic"}
-        needed = required.get(self.type)
+        allowed = set(TRIGGER_FIELDS[self.type]) | {"type", "filter_expression"}
+        stray = sorted(set(self.model_fields_set) - allowed)
+        if stray:
+            valid = ", ".join(sorted(allowed))
+            raise ValueError(
+                f"{', '.join(stray)} does not apply to a '{self.type}' trigger "
+                f"(its fields: {valid})"
+            )
+        needed = _REQUIRED.get(self.type)
         if needed is not None and getattr(self, needed) is None:
             raise ValueError(f"a '{self.type}' trigger needs '{needed}'")
+        if self.type == "webhook" and not self.webhook_path.startswith("/"):
+            raise ValueError(f"webhook_path must start with '/', got {self.webhook_path!r}")
+        unknown = sorted(set(self.watch_events) - set(FILE_WATCH_CHANGES))
+        if unknown:
+            raise ValueError(
+                f"unknown watch_events {unknown}; choose from {list(FILE_WATCH_CHANGES)}"
+            )
+        for hook in _TRIGGER_VALIDATORS:
+            hook(self)
         return self
+
+
+#: Extra checks registered by the trigger modules (cron syntax, filter syntax, ...), run when a
+#: config loads so a mistake is reported with the manifest, not when the trigger fires.
+_TRIGGER_VALIDATORS: list[Callable[[TriggerConfig], None]] = []
+
+
+def register_trigger_validator(check: Callable[[TriggerConfig], None]) -> None:
+    _TRIGGER_VALIDATORS.append(check)
 
 
 class JournalConfig(StrictModel):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+import enum
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -60,3 +62,34 @@ class BaseTrigger(Protocol):
     async def stop(self) -> None: ...
 
     async def wait_for_next(self) -> TriggerEvent: ...
+
+
+class AcceptResult(str, enum.Enum):
+    """What a process did with an event a push trigger (a webhook) handed it."""
+
+    ACCEPTED = "accepted"  # durably accepted (journaled when there is a journal) and queued
+    FILTERED = "filtered"  # skipped by the trigger's filter_expression (counted)
+    QUEUE_FULL = "queue full"  # not accepted: try again later
+    UNAVAILABLE = "unavailable"  # not accepted: the process is failed, stopping or stopped
+
+
+#: ``await accept(event)`` -> (result, reason text). Only ACCEPTED means the event is the
+#: process's responsibility now; for the others the sender keeps it (e.g. HTTP 503).
+AcceptFn = Callable[[TriggerEvent], Awaitable[tuple[AcceptResult, str]]]
+
+
+@runtime_checkable
+class PushTrigger(Protocol):
+    """A trigger that receives events from outside and must answer the sender (webhooks).
+
+    The process calls ``start(accept)``; the trigger calls ``accept`` for every event and answers
+    its sender from the result."""
+
+    trigger_id: str
+    trigger_type: str
+
+    async def start(self, accept: AcceptFn) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...

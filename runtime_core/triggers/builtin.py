@@ -30,7 +30,7 @@ class IntervalTrigger:
         await self._clock.sleep(self.seconds)
         self._ticks += 1
         return TriggerEvent(self.trigger_id, "interval", {"tick": self._ticks,
-                                                          "interval_seconds": self.seconds})
+                                                          "seconds": self.seconds})
 
 
 class _BufferedTrigger:

@@ -30,8 +30,8 @@ def create_trigger(
 ) -> BaseTrigger:
     trigger_id = trigger_id_for(config)
     if config.type == "interval":
-        assert config.interval_seconds is not None
-        return IntervalTrigger(trigger_id, config.interval_seconds, clock)
+        assert config.seconds is not None
+        return IntervalTrigger(trigger_id, config.seconds, clock)
     if config.type == "event":
         assert config.event_type is not None
         return EventTrigger(trigger_id, event_bus, config.event_type, config.event_source)

@@ -54,7 +54,7 @@ def test_unknown_keys_are_rejected_with_their_path() -> None:
          "names script 'x'"),
         ({"tools": ["no_colon"]}, "package.module:function"),
         ({"triggers": [{"type": "telepathy"}]}, "unknown trigger type"),
-        ({"triggers": [{"type": "interval"}]}, "needs 'interval_seconds'"),
+        ({"triggers": [{"type": "interval"}]}, "needs 'seconds'"),
     ],
 )
 def test_bad_config_says_what_to_fix(data: dict[str, Any], fragment: str) -> None:
@@ -270,7 +270,7 @@ async def test_interval_trigger_fires_on_the_injected_clock() -> None:
 
     clock = FakeClock()
     process = AgentProcess(
-        "p", ProcessConfig(triggers=[{"type": "interval", "interval_seconds": 30}]), clock=clock
+        "p", ProcessConfig(triggers=[{"type": "interval", "seconds": 30}]), clock=clock
     )
     await process.start()
     trigger_id = process.status()["triggers"][0]["id"]
