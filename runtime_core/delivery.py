@@ -112,6 +112,10 @@ class Delivery:
         return self._queue.qsize() + len(self._held)
 
     @property
+    def is_full(self) -> bool:
+        return self._queue.full()
+
+    @property
     def pending_retries(self) -> int:
         return len(self._retries)
 

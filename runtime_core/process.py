@@ -19,7 +19,7 @@ from runtime_core.agent.model import Model
 from runtime_core.agent.tools import Tool
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock, SystemClock
-from runtime_core.config import ProcessConfig
+from runtime_core.config import ProcessConfig, TriggerConfig
 from runtime_core.context import AgentContext, ConversationBuffer
 from runtime_core.delivery import DeadLetterReason, Delivery
 from runtime_core.events import (
@@ -39,14 +39,14 @@ from runtime_core.events import (
     RunWaiting,
 )
 from runtime_core.journal.memory import MemoryJournal
-from runtime_core.journal.provider import JournalProvider
+from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.journal.recorder import ProcessRecorder
 from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
 from runtime_core.lifecycle import ProcessLifecycle, ProcessState, ProcessTransition, StateError
 from runtime_core.recovery import RecoveredRun, recover_process
 from runtime_core.runs import ResumePoint, Run, RunExecutor, RunState
-from runtime_core.triggers.base import BaseTrigger, TriggerEvent
-from runtime_core.triggers.registry import create_trigger
+from runtime_core.trigger_set import TriggerSet
+from runtime_core.triggers.base import AcceptResult, TriggerEvent
 
 if TYPE_CHECKING:
     from runtime_core.runtime import AgentRuntime
@@ -125,8 +125,12 @@ class AgentProcess:
         self._last_activity = self._clock.monotonic()
         self._restart_task: asyncio.Task[None] | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
-        self._triggers: list[BaseTrigger] = []
-        self._listeners: dict[str, asyncio.Task[None]] = {}
+        self._triggers = TriggerSet(
+            name, self.config.triggers, clock=self._clock, event_bus=self._bus,
+            broker=self._broker, accept_pulled=self._accept_from_trigger,
+            accept_pushed=self._accept_pushed,
+            dead_letter=lambda event, reason: self._delivery.dead_letter(event, reason, "", 0),
+        )
         self._inflight: dict[str, Run] = {}
         self._recent_runs: deque[Run] = deque(maxlen=RECENT_RUNS)
         self.recovered: dict[str, Any] | None = None
@@ -202,12 +206,9 @@ class AgentProcess:
             "consecutive_failures": self._consecutive_failures,
             "restart_count": self._restart_count,
             "journal_enabled": self._recorder is not None,
-            "trigger_count": len(self._triggers),
+            "trigger_count": len(self._triggers.configs),
             "dynamic_trigger_count": 0,
-            "triggers": [
-                {"id": t.trigger_id, "type": t.trigger_type, "source": "config"}
-                for t in self._triggers
-            ],
+            "triggers": self._triggers.status(),
             "custom_tool_count": 0,
             "rebuild_count": 0,
             "spawned_process_count": 0,
@@ -215,7 +216,7 @@ class AgentProcess:
             "has_memory": False,
             "queue_size": self._delivery.queue_size,
             "dead_letter_count": len(self._delivery.dead_letters),
-            "filtered_count": 0,
+            "filtered_count": self._triggers.filtered_count,
             "pending_retries": self._delivery.pending_retries,
             "uptime_seconds": uptime,
             "hook_count": 0,
@@ -358,6 +359,37 @@ class AgentProcess:
         await self._delivery.put(event)
         self._announce_queued(event)
 
+    async def _accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
+        """A push trigger (webhook) hands over an event and must answer its sender: only
+        ACCEPTED makes the event ours, and only once it is durable."""
+        refusal = self._refusal()
+        if refusal is not None:
+            return AcceptResult.UNAVAILABLE, refusal
+        if self._delivery.is_full:
+            return AcceptResult.QUEUE_FULL, DeadLetterReason.QUEUE_FULL
+        if self._recorder is not None:
+            try:
+                await self._recorder.event_accepted(event)
+            except JournalError as exc:
+                log.critical("process %s: cannot journal an event: %s", self.name, exc)
+                return AcceptResult.UNAVAILABLE, "journal unavailable"
+        if self.state is S.SUSPENDED and self._suspend_reason == "idle":
+            await self.resume("event arrived")
+        if self._delivery.offer(event):  # if the queue filled meanwhile it is dead-lettered
+            self._announce_queued(event)
+        return AcceptResult.ACCEPTED, "accepted"
+
+    # -- live triggers ---------------------------------------------------------------------------
+    async def add_trigger(self, config: TriggerConfig | dict[str, Any]) -> str:
+        """Add a config trigger. It starts at once on a RUNNING or SUSPENDED process (its events
+        queue while suspended), otherwise with the next start(). Invalid config: ValueError."""
+        return await self._triggers.add(config, running=self.state in (S.RUNNING, S.SUSPENDED))
+
+    async def remove_trigger(self, trigger_id: str) -> None:
+        """Remove a trigger (KeyError if unknown); events it still held are dead-lettered
+        "trigger removed"."""
+        await self._triggers.remove(trigger_id)
+
     # -- dead letters ----------------------------------------------------------------------------
     async def redeliver_dead_letters(self, event_ids: Iterable[str] | None = None) -> int:
         if self.state is S.SUSPENDED and self._suspend_reason == "idle":
@@ -374,7 +406,6 @@ class AgentProcess:
     # -- internals: start, teardown, restart ---------------------------------------------------
     async def _start_locked(self, *, restart: bool) -> None:
         self._lifecycle.transition(S.STARTING, reason="restart" if restart else "start()")
-        triggers: list[BaseTrigger] = []
         try:
             if not self._journal_prepared:
                 await self._prepare_journal()
@@ -393,66 +424,39 @@ class AgentProcess:
                 instructions=lambda: self._instructions,
                 notifier=self._notifier,
                 recorder=self._recorder,
+                event_bus=self._bus,
+                broker=self._broker,
             )
-            for trigger_config in self.config.triggers:
-                trigger = create_trigger(
-                    trigger_config, clock=self._clock, event_bus=self._bus, broker=self._broker
-                )
-                await trigger.start()
-                triggers.append(trigger)
+            await self._triggers.start_all()
         except asyncio.CancelledError:
-            for trigger in triggers:
-                await self._stop_trigger(trigger)
             raise
         except Exception as exc:
-            for trigger in triggers:
-                await self._stop_trigger(trigger)
             self._lifecycle.transition(S.FAILED, reason=f"startup failed: {exc}",
                                        metadata={"error": str(exc)})
             self._notifier.emit(ProcessFailed(process=self.name, process_id=self.process_id,
                                               reason="startup failed", error=str(exc)[:500]))
             raise
-        self._triggers = triggers
         self._started_at = self._clock.monotonic()
         self._last_activity = self._started_at
         self._suspend_reason = None
         self._delivery.start_workers(self.config.concurrency, self._handle_event)
-        for trigger in triggers:
-            self._listeners[trigger.trigger_id] = asyncio.create_task(
-                self._listen(trigger), name=f"{self.name}-trigger-{trigger.trigger_id}"
-            )
         self._restart_heartbeat()
         self._lifecycle.transition(S.RUNNING, reason="started")
         self._delivery.open()
         self._notifier.emit(ProcessStarted(process=self.name, process_id=self.process_id,
                                            restart=restart))
 
-    async def _stop_trigger(self, trigger: BaseTrigger) -> None:
-        try:
-            await trigger.stop()
-        except Exception:
-            log.exception("process %s: trigger %s failed to stop", self.name, trigger.trigger_id)
-
     async def _teardown(self, reason: str, *, keep_queue: bool) -> None:
         """Stop triggers, workers and the heartbeat. Events that have not run are dead-lettered
         with ``reason``; with ``keep_queue`` the queue itself is kept for the next start."""
         self._delivery.close()
-        current = asyncio.current_task()
-        tasks = [t for t in (self._heartbeat_task, *self._listeners.values())
-                 if t is not None and t is not current]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        heartbeat = self._heartbeat_task
+        if heartbeat is not None and heartbeat is not asyncio.current_task():
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
         self._heartbeat_task = None
-        self._listeners.clear()
-        leftovers: list[TriggerEvent] = []
-        for trigger in self._triggers:
-            await self._stop_trigger(trigger)
-            pending = getattr(trigger, "pending", None)
-            if callable(pending):
-                leftovers.extend(pending())
-        self._triggers = []
+        self._triggers.cancel_reason = reason
+        leftovers = await self._triggers.stop_all(keep_leftovers=True)
         await self._delivery.stop_workers(reason)
         self._delivery.dead_letter_all(reason, include_queue=not keep_queue)
         for event in leftovers:
@@ -758,27 +762,6 @@ class AgentProcess:
         self._consecutive_failures += 1
         if self._consecutive_failures >= self.config.max_consecutive_failures:
             self._enter_failed("max consecutive failures", error)
-
-    async def _listen(self, trigger: BaseTrigger) -> None:
-        errors = 0
-        while True:
-            try:
-                event = await trigger.wait_for_next()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                errors += 1
-                if errors == 1:
-                    log.exception("process %s: trigger %s failed", self.name, trigger.trigger_id)
-                await self._clock.sleep(min(60.0, 2.0 ** (errors - 1)))
-                continue
-            errors = 0
-            try:
-                await self._accept_from_trigger(event)
-            except asyncio.CancelledError:
-                # The event was in our hands: it is not lost, it is dead-lettered.
-                self._delivery.dead_letter(event, self._delivery.cancel_reason, "", 0)
-                raise
 
     async def _heartbeat(self) -> None:
         cfg = self.config

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from runtime_core import crashpoints
 from runtime_core.agent.model import Model, ModelRequest, ModelTurn, ToolCall, ToolSpec
 from runtime_core.agent.tools import Tool, ToolContext
+from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.config import RunBudgetConfig
 from runtime_core.context import AgentContext, ConversationBuffer, Message
 from runtime_core.events import EventNotifier, RunStep
@@ -194,8 +195,12 @@ class RunExecutor:
         instructions: Callable[[], str | None],
         notifier: EventNotifier,
         recorder: ProcessRecorder | None = None,
+        event_bus: EventBus | None = None,
+        broker: MessageBroker | None = None,
     ) -> None:
         self.process = process
+        self.event_bus = event_bus
+        self.broker = broker
         self.recorder = recorder
         self.model = model
         self.tools = tools
@@ -414,6 +419,8 @@ class RunExecutor:
             crashpoints.reached("tool_result")
         for key, value in updates.items():
             self.context.put(key, value, source=f"tool:{call.name}", record=False)
+        if ok:
+            self._deliver_outbox(ctx)
         record = StepRecord(
             step,
             "tool",
@@ -426,6 +433,14 @@ class RunExecutor:
         run.steps.append(record)
         self._emit_step(run, record)
         return record.result
+
+    def _deliver_outbox(self, ctx: ToolContext) -> None:
+        """Bus events and broker messages a tool sent: delivered only if the tool succeeded."""
+        for channel, name, body in ctx.outbox:
+            if channel == "event" and self.event_bus is not None:
+                self.event_bus.emit(name, body, source=self.process)
+            elif channel == "message" and self.broker is not None:
+                self.broker.publish(name, body, sender=self.process)
 
     def _record_refusal(
         self, run: Run, call: ToolCall, step: int, t0: float, message: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,11 @@ from runtime_core.agent.model import Model
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock, SystemClock
 from runtime_core.config import ProcessConfig
-from runtime_core.events import EventNotifier
+from runtime_core.events import EventNotifier, JournalDamaged
+from runtime_core.journal.memory import MemoryJournal
+from runtime_core.journal.provider import JournalProvider
+from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
+from runtime_core.manifest import Manifest, load_directory, load_manifest
 from runtime_core.process import AgentProcess
 
 
@@ -29,6 +34,29 @@ class AgentRuntime:
         self.notifier = event_notifier or EventNotifier()
         self.clock: Clock = clock or SystemClock()
         self._processes: dict[str, AgentProcess] = {}
+        # One journal per file for every process of this runtime: SQLite has one writer.
+        self._journals: dict[tuple[str, str], JournalProvider] = {}
+
+    def _journal_for(self, config: ProcessConfig) -> JournalProvider | None:
+        cfg = config.journal
+        if cfg.level == "none":
+            return None
+        if cfg.backend == "memory":
+            key = ("memory", "")
+        else:
+            key = ("sqlite", str(Path(cfg.path).expanduser().resolve()))
+        journal = self._journals.get(key)
+        if journal is None:
+            journal = MemoryJournal() if cfg.backend == "memory" else SQLiteJournal(
+                cfg.path, strict=cfg.recover_on_start == "strict",
+                on_damage=self._on_journal_damage)
+            self._journals[key] = journal
+        return journal
+
+    def _on_journal_damage(self, damage: DamagedJournal) -> None:
+        self.notifier.emit(JournalDamaged(process="*", path=str(damage.path),
+                                          reason=damage.reason,
+                                          moved_to=str(damage.moved_to or "")))
 
     @property
     def processes(self) -> dict[str, AgentProcess]:
@@ -53,6 +81,8 @@ class AgentRuntime:
     ) -> AgentProcess:
         if name in self._processes:
             raise ValueError(f"a process named {name!r} already exists")
+        if not isinstance(config, ProcessConfig):
+            config = ProcessConfig.model_validate(config)
         process = AgentProcess(
             name,
             config,
@@ -65,9 +95,32 @@ class AgentRuntime:
             tools=tools,
             clock=self.clock,
             base_dir=base_dir,
+            journal=self._journal_for(config),
         )
         self._processes[name] = process
         return process
+
+    def load_manifest(self, path: str | Path) -> AgentProcess:
+        """Add the process a ``.agent`` file declares (ManifestError if it is invalid)."""
+        return self._add_manifests([load_manifest(path)])[0]
+
+    def load_directory(self, directory: str | Path) -> list[AgentProcess]:
+        """Add every process of a folder of ``.agent`` files; nothing is added unless every
+        file is valid (ManifestError lists every problem)."""
+        return self._add_manifests(load_directory(directory))
+
+    def _add_manifests(self, manifests: list[Manifest]) -> list[AgentProcess]:
+        taken = [m.name for m in manifests if m.name in self._processes]
+        if taken:
+            raise ValueError(f"processes already exist: {', '.join(taken)}")
+        added = []
+        for manifest in manifests:
+            folder = str(manifest.base_dir.resolve())
+            if folder not in sys.path:  # tools declared beside the manifest import from here
+                sys.path.insert(0, folder)
+            added.append(self.add_process(manifest.name, manifest.config,
+                                          base_dir=manifest.base_dir))
+        return added
 
     async def remove_process(self, name: str) -> None:
         process = self.get_process(name)
@@ -102,9 +155,17 @@ class AgentRuntime:
             "processes": {name: p.status() for name, p in self._processes.items()},
         }
 
+    async def close(self) -> None:
+        """Stop and close every process, then close the journals they shared."""
+        await self.stop_all()
+        for process in list(self._processes.values()):
+            await process.close()
+        for journal in self._journals.values():
+            await journal.close()
+
     async def __aenter__(self) -> AgentRuntime:
         await self.start_all()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop_all()
+        await self.close()

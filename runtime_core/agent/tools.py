@@ -37,6 +37,7 @@ class ToolContext:
     event: TriggerEvent
     state: dict[str, Any]
     updates: dict[str, Any] = field(default_factory=dict)
+    outbox: list[tuple[str, str, Any]] = field(default_factory=list)
 
     @property
     def idempotency_key(self) -> str:
@@ -49,6 +50,14 @@ class ToolContext:
 
     def set(self, key: str, value: Any) -> None:
         self.updates[key] = value
+
+    def emit(self, event_type: str, data: Any = None) -> None:
+        """Emit on the runtime's event bus (``event`` triggers), once the tool has returned."""
+        self.outbox.append(("event", event_type, data))
+
+    def publish(self, topic: str, content: Any = None) -> None:
+        """Publish on the runtime's message broker (``message`` triggers), once it returned."""
+        self.outbox.append(("message", topic, content))
 
 
 class _ArgsBase(BaseModel):

@@ -291,28 +291,17 @@ class SQLiteJournal:
         entry_rows = []
         ops: list[tuple[str, tuple[Any, ...]]] = []
         heads: dict[str, int] = {}
-        new_pids: list[tuple[int, str]] = []
         for entry, data, attached, _, effects in rows:
-            pid = self._pids.get(entry.process_id)
-            if pid is None:
-                pid = len(self._pids) + 1
-                self._pids[entry.process_id] = pid
-                new_pids.append((pid, entry.process_id))
-            entry_rows.append((entry.process, pid, entry.seq, entry.timestamp, entry.entry_type,
-                               entry.run_id, data, checksum(data)))
+            entry_rows.append((entry.process, entry.process_id, entry.seq, entry.timestamp,
+                               entry.entry_type, entry.run_id, data, checksum(data)))
             heads[entry.process] = entry.seq
             for op, arg in effects:
                 ops.extend(_index_sql(entry, op, arg, attached))
         # One hop to the connection's thread for the whole transaction (aiosqlite runs each
         # call on its own thread; several awaits would hold the write lock across loop turns).
-        try:
-            await self._writer._execute(  # type: ignore[no-untyped-call]
-                _write_batch, self._writer._conn, entry_rows, ops, list(heads.items()), new_pids
-            )
-        except BaseException:
-            for _, process_id in new_pids:  # not committed: forget them
-                self._pids.pop(process_id, None)
-            raise
+        await self._writer._execute(  # type: ignore[no-untyped-call]
+            _write_batch, self._writer._conn, entry_rows, ops, list(heads.items()), self._pids
+        )
 
     # -- reading ---------------------------------------------------------------------------------
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -473,15 +462,27 @@ def _write_batch(
     entry_rows: list[tuple[Any, ...]],
     ops: list[tuple[str, tuple[Any, ...]]],
     heads: list[tuple[str, int]],
-    new_pids: list[tuple[int, str]],
+    pids: dict[str, int],
 ) -> None:
+    """Runs on the writer connection's thread (the only user of ``pids``)."""
     conn.execute("BEGIN IMMEDIATE")
+    added: list[str] = []
     try:
-        conn.executemany("INSERT INTO incarnations (pid, process_id) VALUES (?, ?)", new_pids)
+        rows = []
+        for process, process_id, *rest in entry_rows:
+            pid = pids.get(process_id)
+            if pid is None:  # resolved in the transaction: another writer may have added it
+                conn.execute("INSERT OR IGNORE INTO incarnations (process_id) VALUES (?)",
+                             (process_id,))
+                pid = int(conn.execute("SELECT pid FROM incarnations WHERE process_id = ?",
+                                       (process_id,)).fetchone()[0])
+                pids[process_id] = pid
+                added.append(process_id)
+            rows.append((process, pid, *rest))
         conn.executemany(
             "INSERT INTO entries (process, pid, seq, ts, entry_type, run_id, data, crc) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            entry_rows,
+            rows,
         )
         for sql, params in ops:
             conn.execute(sql, params)
@@ -494,4 +495,6 @@ def _write_batch(
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
+        for process_id in added:  # not committed: forget them
+            pids.pop(process_id, None)
         raise

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-import enum
-from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock
 from runtime_core.config import TriggerConfig
-from runtime_core.triggers.base import BaseTrigger
+from runtime_core.triggers import cron as _cron  # registers the cron syntax check
+from runtime_core.triggers import filters as _filters  # registers the filter syntax check
+from runtime_core.triggers import webhook as _webhook  # registers the webhook path check
 from runtime_core.triggers.builtin import EventTrigger, IntervalTrigger, MessageTrigger
+
+_VALIDATORS = (_cron, _filters, _webhook)  # imported for their registration side effect
 
 
 class TriggerError(ValueError):
     pass
-
-
-BUILTIN_TYPES = ("interval", "event", "message")
 
 
 def trigger_id_for(config: TriggerConfig) -> str:
@@ -27,17 +29,28 @@ def trigger_id_for(config: TriggerConfig) -> str:
 
 def create_trigger(
     config: TriggerConfig, *, clock: Clock, event_bus: EventBus, broker: MessageBroker
-) -> BaseTrigger:
+) -> Any:
+    """A pull trigger (``wait_for_next``), a push trigger (webhook) or None for ``manual``."""
     trigger_id = trigger_id_for(config)
-    if config.type == "interval":
+    kind = config.type
+    if kind == "manual":
+        return None
+    if kind == "interval":
         assert config.seconds is not None
         return IntervalTrigger(trigger_id, config.seconds, clock)
-    if config.type == "event":
+    if kind == "cron":
+        assert config.cron_expression is not None
+        return _cron.CronTrigger(trigger_id, config.cron_expression, config.timezone, clock)
+    if kind == "webhook":
+        return _webhook.WebhookTrigger(trigger_id, config)
+    if kind == "file_watch":
+        from runtime_core.triggers.file_watch import FileWatchTrigger
+
+        return FileWatchTrigger(trigger_id, config)
+    if kind == "event":
         assert config.event_type is not None
         return EventTrigger(trigger_id, event_bus, config.event_type, config.event_source)
-    if config.type == "message":
+    if kind == "message":
         assert config.topic is not None
         return MessageTrigger(trigger_id, broker, config.topic)
-    raise TriggerError(
-        f"unknown trigger type {config.type!r}; available: {', '.join(BUILTIN_TYPES)}"
-    )
+    raise TriggerError(f"unknown trigger type {kind!r}")

@@ -1,8 +1,9 @@
-"""The installed ``promptui`` command runs the offline demo end to end."""
+"""The installed ``promptui`` command runs the bundled demo manifests end to end, offline."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,21 +15,31 @@ def promptui_command() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "promptui.cli"]
 
 
-def test_demo_runs_headless_and_reports_every_process(tmp_path: Path) -> None:
+def test_demo_runs_headless_and_stops_cleanly(tmp_path: Path) -> None:
+    env = {**os.environ, "PROMPTUI_DEMO_DIR": str(tmp_path / "demo"),
+           "PROMPTUI_DEMO_WEBHOOK_PORT": "0"}
     result = subprocess.run(
-        [*promptui_command(), "demo", "--seconds", "3", "--json"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        [*promptui_command(), "demo", "--seconds", "7.5", "--json"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
     )
     assert result.returncode == 0, result.stderr
-    status = json.loads(result.stdout)
-    processes = status["processes"]
-    assert set(processes) == {"heartbeat", "researcher", "flaky-deployer", "looper"}
-    # every process was stopped cleanly at the end
-    assert {p["state"] for p in processes.values()} <= {"stopped", "failed"}
-    assert processes["heartbeat"]["invocation_count"] >= 1
-    assert processes["researcher"]["invocation_count"] >= 1
-    # the stuck looper used up its model-call budget
+    processes = json.loads(result.stdout)["processes"]
+    assert set(processes) == {"health-checker", "alert-handler", "demo-feeder",
+                              "invoice-watcher", "flaky-deployer", "looper"}
+    assert {p["state"] for p in processes.values()} == {"stopped"}
+    assert all(p["journal_enabled"] for p in processes.values())
+    assert processes["health-checker"]["invocation_count"] >= 2
+    assert processes["demo-feeder"]["invocation_count"] >= 1
+    # the feeder's invoice reached the watcher through a real file and was booked
+    assert processes["invoice-watcher"]["invocation_count"] >= 1
+    assert (tmp_path / "demo" / "ledger.txt").read_text().count("invoice-0001.json") == 1
+    # the flaky deployer's broken build failed and was retried, then dead-lettered
+    assert processes["flaky-deployer"]["dead_letter_count"] >= 1
     assert "model-call budget" in processes["looper"]["last_outcome"]
+    # the journal holds it all and verifies
+    verify = subprocess.run([*promptui_command(), "journal", "verify"], capture_output=True,
+                            text=True, timeout=60, cwd=tmp_path)
+    assert verify.returncode == 0, verify.stdout
 
 
 def test_version_flag() -> None:

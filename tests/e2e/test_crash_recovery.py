@@ -55,6 +55,8 @@ async def run_worker(
     async def read_lines() -> None:
         assert proc.stdout is not None
         async for raw in proc.stdout:
+            if not raw.endswith(b"\n"):
+                continue  # a line cut short by the kill: it was never fully said
             line = raw.decode().strip()
             kind, _, rest = line.partition(" ")
             if kind == "ACK":

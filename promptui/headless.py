@@ -1,0 +1,101 @@
+"""``promptui run``: the runtime without the control room, with a live status table."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from runtime_core import AgentRuntime
+
+BUNDLED_DEMO = Path(__file__).resolve().parent.parent / "demo_manifests"
+
+
+def load_runtime(paths: list[Path]) -> tuple[AgentRuntime, list[str]]:
+    """A runtime with every process the given files and folders declare, and their warnings.
+    Raises ManifestError listing every problem."""
+    from runtime_core.manifest import Manifest, ManifestError, load_directory, load_manifest
+
+    manifests: list[Manifest] = []
+    problems = []
+    for path in paths:
+        try:
+            if path.is_dir():
+                manifests.extend(load_directory(path))
+            else:
+                manifests.append(load_manifest(path))
+        except ManifestError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ManifestError(problems)
+    runtime = AgentRuntime()
+    runtime._add_manifests(manifests)  # one validated batch
+    return runtime, [w for m in manifests for w in m.warnings]
+
+
+def status_table(runtime: AgentRuntime, elapsed: float) -> Table:
+    table = Table(title=f"promptui runtime — {elapsed:5.1f}s  (Ctrl+C stops cleanly)",
+                  title_justify="left", expand=False)
+    table.add_column("process", no_wrap=True, min_width=14)
+    table.add_column("state", no_wrap=True, min_width=9)
+    for column in ("ok", "fail", "rst", "q", "rty", "dead", "wait"):
+        table.add_column(column, no_wrap=True, justify="right", min_width=len(column))
+    table.add_column("last reply / error", overflow="ellipsis", no_wrap=True, max_width=30)
+    for name, process in runtime.processes.items():
+        status = process.status()
+        state = status["state"] + (f" ({status['suspend_reason']})"
+                                   if status["suspend_reason"] else "")
+        table.add_row(name, state, str(status["invocation_count"]),
+                      str(status["consecutive_failures"]), str(status["restart_count"]),
+                      str(status["queue_size"]), str(status["pending_retries"]),
+                      str(status["dead_letter_count"]), str(status["waiting_runs"]),
+                      last_outcome(process))
+    return table
+
+
+def last_outcome(process: Any) -> str:
+    runs = process.recent_runs()
+    if not runs:
+        return ""
+    last = runs[-1]
+    return str(last.reply if last.state.value == "succeeded" else
+               f"{last.state.value}: {last.error}")
+
+
+def snapshot(runtime: AgentRuntime) -> dict[str, Any]:
+    status = runtime.status()
+    for name, process in runtime.processes.items():
+        status["processes"][name]["last_outcome"] = last_outcome(process)
+    return status
+
+
+async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bool,
+                       console: Console) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    started = loop.time()
+    await runtime.start_all()
+    try:
+        with Live(console=console, auto_refresh=False, transient=False) as view:
+            while not stop.is_set():
+                elapsed = loop.time() - started
+                if seconds is not None and elapsed >= seconds:
+                    break
+                if live:
+                    view.update(status_table(runtime, elapsed), refresh=True)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.5)
+    finally:
+        await runtime.stop_all()
+        final = snapshot(runtime)
+        await runtime.close()
+    return final

@@ -1,0 +1,130 @@
+"""``promptui validate`` and ``promptui init``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from runtime_core.manifest import ManifestError, load_directory, load_manifest
+
+out = Console(soft_wrap=True, highlight=False)
+
+_HEADER = """\
+# A promptui process. Validate with: promptui validate {file}
+# Run it headless with:            promptui run {file}
+version: "1.0"
+name: {name}
+instructions: {instructions}
+"""
+
+TEMPLATES: dict[str, str] = {
+    "basic": _HEADER + """\
+model: echo            # offline: replies with a summary of each event
+triggers:
+  - type: manual       # events come from 'inject' (or add a cron/webhook trigger)
+""",
+    "cron": _HEADER + """\
+model:
+  provider: scripted
+  turns:
+    - reply: Nightly report written.
+triggers:
+  - type: cron
+    cron_expression: "0 2 * * *"     # minute hour day month weekday (6th field: seconds)
+    timezone: Europe/Paris
+world:
+  reports_written: 0
+""",
+    "webhook": _HEADER + """\
+model: echo
+triggers:
+  - type: webhook
+    webhook_host: 127.0.0.1
+    webhook_port: ${{WEBHOOK_PORT:-8787}}
+    webhook_path: /events
+    hmac_secret: ${{WEBHOOK_SECRET:-change-me}}   # senders sign with HMAC-SHA256
+    filter_expression: payload.severity in ["high", "critical"]
+""",
+    "file_watch": _HEADER + """\
+model: echo
+triggers:
+  - type: file_watch
+    watch_path: ./inbox
+    patterns: ["*.csv", "*.json"]
+    watch_events: [added, modified]
+    debounce: 0.5
+""",
+    "full": _HEADER + """\
+model:
+  provider: scripted
+  turns:
+    - tool_calls:
+        - {{name: dumps, args: {{obj: $payload}}}}
+    - reply: Done.
+tools:
+  - {{path: "json:dumps", effect: read}}
+triggers:
+  - {{type: interval, seconds: 60}}
+  - {{type: cron, cron_expression: "*/15 * * * *"}}
+  - {{type: event, event_type: deploy.finished}}
+  - {{type: message, topic: "reports.*"}}
+world:
+  seen: 0
+journal:
+  level: checkpoint
+  path: .promptui/journal.db
+config:
+  concurrency: 1
+  restart_policy: on_failure
+  max_restarts: 5
+  restart_backoff: 2
+  trigger_delivery: {{max_retries: 2, retry_backoff: 1}}
+  run_budget: {{max_model_calls: 10, max_tool_calls: 20}}
+""",
+}
+
+
+def validate(paths: list[Path] = typer.Argument(..., help="Manifest files or folders.")) -> None:
+    """Check manifests; every problem is listed with file, line, column and field."""
+    problems = 0
+    for path in paths:
+        try:
+            manifests = load_directory(path) if path.is_dir() else [load_manifest(path)]
+        except ManifestError as exc:
+            for problem in exc.problems:
+                out.print(f"[red]error[/red] {escape(str(problem))}")
+            problems += len(exc.problems)
+            continue
+        for manifest in manifests:
+            out.print(f"[green]ok[/green] {escape(manifest.name)} ({escape(str(manifest.path))})")
+            for warning in manifest.warnings:
+                out.print(f"[yellow]warning[/yellow] {escape(warning)}")
+    if problems:
+        out.print(f"{problems} problem(s)")
+        raise typer.Exit(1)
+
+
+def init(
+    template: str = typer.Option("basic", "--template", "-t",
+                                 help=f"One of: {', '.join(TEMPLATES)}."),
+    output: Path = typer.Option(Path("agent.agent"), "-o", "--output", help="File to write."),
+    name: str = typer.Option("", "--name", help="Process name (default: from the file name)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+) -> None:
+    """Write a starter manifest (never overwrites without --force)."""
+    if template not in TEMPLATES:
+        out.print(f"[red]error[/red] unknown template {template!r}; choose from "
+                  f"{', '.join(TEMPLATES)}")
+        raise typer.Exit(2)
+    if output.exists() and not force:
+        out.print(f"[red]error[/red] {escape(str(output))} exists; pass --force to overwrite it")
+        raise typer.Exit(1)
+    process_name = name or output.stem.replace(".", "-") or "my-agent"
+    text = TEMPLATES[template].format(file=output, name=process_name,
+                                      instructions=f"A {template} agent.")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    out.print(f"wrote {escape(str(output))} ({template}); next: promptui validate {output}")

@@ -1,0 +1,193 @@
+"""The triggers of one process: creating and starting them, their listeners and filters, live
+add/remove, and what they still hold when they stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runtime_core.bus import EventBus, MessageBroker
+from runtime_core.clock import Clock
+from runtime_core.config import TriggerConfig
+from runtime_core.delivery import DeadLetterReason
+from runtime_core.triggers.base import AcceptFn, AcceptResult, TriggerEvent
+from runtime_core.triggers.registry import create_trigger, trigger_id_for
+
+if TYPE_CHECKING:
+    from runtime_core.triggers.filters import EventFilter
+
+log = logging.getLogger(__name__)
+
+PullAccept = Callable[[TriggerEvent], Awaitable[None]]
+DeadLetterFn = Callable[[TriggerEvent, str], None]
+
+
+@dataclass(slots=True)
+class ActiveTrigger:
+    trigger: Any  # a BaseTrigger (pull) or a PushTrigger
+    filter: EventFilter | None
+    listener: asyncio.Task[None] | None = None
+    removal_reason: str | None = None
+
+
+class TriggerSet:
+    def __init__(
+        self,
+        process: str,
+        configs: Iterable[TriggerConfig],
+        *,
+        clock: Clock,
+        event_bus: EventBus,
+        broker: MessageBroker,
+        accept_pulled: PullAccept,
+        accept_pushed: AcceptFn,
+        dead_letter: DeadLetterFn,
+    ) -> None:
+        self.process = process
+        self.clock = clock
+        self.bus = event_bus
+        self.broker = broker
+        self._accept_pulled = accept_pulled
+        self._accept_pushed = accept_pushed
+        self._dead_letter = dead_letter
+        self.configs: dict[str, TriggerConfig] = {}
+        for config in configs:
+            self.configs[trigger_id_for(config)] = config
+        self.active: dict[str, ActiveTrigger] = {}
+        self.filtered_count = 0
+        self.cancel_reason = DeadLetterReason.PROCESS_STOPPED
+
+    # -- starting and stopping -----------------------------------------------------------------
+    async def start_all(self) -> None:
+        """Start every configured trigger; if one fails, stop those already started and raise."""
+        try:
+            for trigger_id, config in self.configs.items():
+                await self._start(trigger_id, config)
+        except BaseException:
+            await self.stop_all(keep_leftovers=True)
+            raise
+
+    async def _start(self, trigger_id: str, config: TriggerConfig) -> None:
+        from runtime_core.triggers.filters import compile_filter
+
+        event_filter = compile_filter(config.filter_expression) if config.filter_expression \
+            else None
+        trigger = create_trigger(config, clock=self.clock, event_bus=self.bus,
+                                 broker=self.broker)
+        if trigger is None:  # "manual": events only come through inject()
+            self.active[trigger_id] = ActiveTrigger(None, event_filter)
+            return
+        active = ActiveTrigger(trigger, event_filter)
+        if hasattr(trigger, "wait_for_next"):
+            await trigger.start()
+            active.listener = asyncio.create_task(
+                self._listen(trigger_id, active), name=f"{self.process}-trigger-{trigger_id}")
+        else:
+            await trigger.start(self._push_filter(active))
+        self.active[trigger_id] = active
+
+    async def stop_all(self, *, keep_leftovers: bool) -> list[TriggerEvent]:
+        """Stop every trigger. Returns the events they still held (for the caller to re-queue
+        on a restart); their listeners' in-hand events are dead-lettered with cancel_reason."""
+        leftovers: list[TriggerEvent] = []
+        for trigger_id in list(self.active):
+            leftovers.extend(await self._stop(trigger_id))
+        if not keep_leftovers:
+            for event in leftovers:
+                self._dead_letter(event, self.cancel_reason)
+            return []
+        return leftovers
+
+    async def _stop(self, trigger_id: str) -> list[TriggerEvent]:
+        active = self.active.pop(trigger_id)
+        if active.listener is not None and active.listener is not asyncio.current_task():
+            active.listener.cancel()
+            await asyncio.gather(active.listener, return_exceptions=True)
+        leftovers: list[TriggerEvent] = []
+        if active.trigger is not None:
+            try:
+                await active.trigger.stop()
+            except Exception:
+                log.exception("process %s: trigger %s failed to stop", self.process, trigger_id)
+            pending = getattr(active.trigger, "pending", None)
+            if callable(pending):
+                leftovers.extend(pending())
+        return leftovers
+
+    # -- live changes ------------------------------------------------------------------------------
+    async def add(self, config: TriggerConfig | dict[str, Any], *, running: bool) -> str:
+        parsed = config if isinstance(config, TriggerConfig) else TriggerConfig.model_validate(
+            config)
+        trigger_id = trigger_id_for(parsed)
+        if trigger_id in self.configs:
+            raise ValueError(f"process {self.process!r} already has trigger {trigger_id}")
+        if running:
+            await self._start(trigger_id, parsed)
+        self.configs[trigger_id] = parsed
+        return trigger_id
+
+    async def remove(self, trigger_id: str) -> None:
+        if trigger_id not in self.configs:
+            known = ", ".join(self.configs) or "none"
+            raise KeyError(f"process {self.process!r} has no trigger {trigger_id!r} "
+                           f"(triggers: {known})")
+        del self.configs[trigger_id]
+        if trigger_id in self.active:
+            self.active[trigger_id].removal_reason = DeadLetterReason.TRIGGER_REMOVED
+            for event in await self._stop(trigger_id):
+                self._dead_letter(event, DeadLetterReason.TRIGGER_REMOVED)
+
+    # -- events ------------------------------------------------------------------------------------
+    def _passes(self, active: ActiveTrigger, event: TriggerEvent) -> bool:
+        if active.filter is None or active.filter.matches(event):
+            return True
+        self.filtered_count += 1
+        return False
+
+    def _push_filter(self, active: ActiveTrigger) -> AcceptFn:
+        async def accept(event: TriggerEvent) -> tuple[AcceptResult, str]:
+            if not self._passes(active, event):
+                return AcceptResult.FILTERED, "filtered"
+            return await self._accept_pushed(event)
+
+        return accept
+
+    async def _listen(self, trigger_id: str, active: ActiveTrigger) -> None:
+        trigger = active.trigger
+        errors = 0
+        while True:
+            try:
+                event = await trigger.wait_for_next()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                errors += 1
+                if errors == 1:
+                    log.exception("process %s: trigger %s failed", self.process, trigger_id)
+                await self.clock.sleep(min(60.0, 2.0 ** (errors - 1)))
+                continue
+            errors = 0
+            if not self._passes(active, event):
+                continue
+            try:
+                await self._accept_pulled(event)
+            except asyncio.CancelledError:
+                # The event was in our hands: it is dead-lettered, not lost.
+                self._dead_letter(event, active.removal_reason or self.cancel_reason)
+                raise
+
+    # -- views -------------------------------------------------------------------------------------
+    def status(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for trigger_id, config in self.configs.items():
+            item: dict[str, Any] = {"id": trigger_id, "type": config.type, "source": "config",
+                                    "active": trigger_id in self.active}
+            active = self.active.get(trigger_id)
+            status = getattr(active.trigger, "status", None) if active else None
+            if callable(status):
+                item.update(status())
+            out.append(item)
+        return out
