@@ -114,10 +114,16 @@ def _args_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], str
     fields: dict[str, Any] = {}
     context_param: str | None = None
     for param in signature.parameters.values():
+        raw = param.annotation
         annotation = hints.get(param.name, Any)
-        if annotation is ToolContext:
+        # A tool defined in a local scope may keep its annotations as unresolved strings.
+        if annotation is ToolContext or (
+            isinstance(raw, str) and raw.rsplit(".", 1)[-1] == "ToolContext"
+        ):
             context_param = param.name
             continue
+        if isinstance(annotation, str):
+            annotation = Any
         if param.kind is param.VAR_KEYWORD:
             continue  # optional extras: the model is shown only the named parameters
         if param.kind is param.VAR_POSITIONAL:

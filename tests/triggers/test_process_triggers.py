@@ -157,3 +157,29 @@ async def test_inject_is_the_manual_trigger() -> None:
     await process.inject(TriggerEvent("by-hand", "manual", {"x": 1}))
     await wait_for(lambda: process.invocation_count == 1)
     await process.stop()
+
+
+async def test_two_processes_talk_over_the_bus_and_the_broker() -> None:
+    from runtime_core import AgentRuntime, ToolContext, tool
+
+    def announce(ctx: ToolContext) -> str:
+        ctx.emit("build.finished", {"build": 7})
+        ctx.publish("reports.daily", "all green")
+        return "announced"
+
+    runtime = AgentRuntime()
+    runtime.add_process("builder", ProcessConfig(model={"turns": [
+        {"tool_calls": [{"name": "announce"}]}, {"reply": "built"}]}),
+        tools=[tool(announce, effect="write")])
+    listener = runtime.add_process("listener", ProcessConfig(triggers=[
+        {"type": "event", "event_type": "build.finished"}]))
+    reader = runtime.add_process("reader", ProcessConfig(triggers=[
+        {"type": "message", "topic": "reports.*"}]))
+    await runtime.start_all()
+    await runtime.get_process("builder").inject(TriggerEvent("t", "manual", {}))
+    await wait_for(lambda: listener.invocation_count == 1 and reader.invocation_count == 1)
+    event_payload = listener.recent_runs()[0].event.payload
+    assert event_payload["data"] == {"build": 7} and event_payload["source"] == "builder"
+    message = reader.recent_runs()[0].event.payload
+    assert message["content"] == "all green" and message["sender"] == "builder"
+    await runtime.close()
