@@ -4,7 +4,6 @@ triggers and the restart policy together, and keeps little logic of its own."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections import deque
@@ -36,7 +35,6 @@ from runtime_core.events import (
     RunFinished,
     RunQueued,
     RunStarted,
-    RunWaiting,
 )
 from runtime_core.journal.memory import MemoryJournal
 from runtime_core.journal.provider import JournalError, JournalProvider
@@ -47,6 +45,7 @@ from runtime_core.recovery import RecoveredRun, recover_process
 from runtime_core.runs import ResumePoint, Run, RunExecutor, RunState
 from runtime_core.trigger_set import TriggerSet
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
+from runtime_core.waiting import WaitingRuns
 
 if TYPE_CHECKING:
     from runtime_core.runtime import AgentRuntime
@@ -139,7 +138,7 @@ class AgentProcess:
         self._journal_prepared = False
         self._owns_journal = False
         self._resume: dict[str, RecoveredRun] = {}  # event id -> run to continue
-        self._waiting: dict[str, RecoveredRun] = {}  # run id -> run waiting for an operator
+        self._waiting = WaitingRuns(name, self._notifier)
 
     # -- read-only views ---------------------------------------------------------------------
     @property
@@ -636,14 +635,13 @@ class AgentProcess:
                 self._invocation_count = recovery.invocation_count
                 self._delivery.restore(recovery.queued, recovery.dead)
                 self._resume = recovery.resumable
-                self._waiting = recovery.waiting
+                for waiting in recovery.waiting.values():
+                    self._waiting.add(waiting)
                 for failed in recovery.failed:
                     self._finish_reconciled_failure(failed)
                 self.recovered = recovery.summary
                 self._notifier.emit(ProcessRecovered(process=self.name,
                                                      summary=dict(recovery.summary)))
-                for waiting in self._waiting.values():
-                    self._announce_waiting(waiting)
         # After recovery, which reports the state the journal last recorded.
         self._recorder.transition(S.CREATED.value, S.STARTING.value, "start()")
         self._journal_prepared = True
@@ -652,13 +650,6 @@ class AgentProcess:
         self._notifier.emit(JournalDamaged(
             process=self.name, path=str(damage.path), reason=damage.reason,
             moved_to=str(damage.moved_to or ""),
-        ))
-
-    def _announce_waiting(self, waiting: RecoveredRun) -> None:
-        unknown = waiting.rebuild.unknown
-        self._notifier.emit(RunWaiting(
-            process=self.name, run_id=waiting.run.run_id, event_id=waiting.run.event.event_id,
-            reason=waiting.run.waiting_reason, tool=unknown.call.name if unknown else "",
         ))
 
     def _finish_reconciled_failure(self, failed: RecoveredRun) -> None:
@@ -674,27 +665,11 @@ class AgentProcess:
 
     def waiting_runs(self) -> list[Run]:
         """Runs that wait for an operator, e.g. a write whose outcome a crash left unknown."""
-        return [w.run for w in self._waiting.values()]
+        return self._waiting.runs()
 
     def waiting_detail(self, run_id: str) -> dict[str, Any]:
         """What an operator needs to reconcile ``run_id``: the tool, its arguments and key."""
-        waiting = self._waiting.get(run_id)
-        if waiting is None:
-            raise KeyError(self._unknown_waiting(run_id))
-        unknown = waiting.rebuild.unknown
-        return {
-            "run_id": run_id,
-            "event_id": waiting.run.event.event_id,
-            "reason": waiting.run.waiting_reason,
-            "tool": unknown.call.name if unknown else "",
-            "args": unknown.args if unknown else {},
-            "step": unknown.step if unknown else 0,
-            "idempotency_key": unknown.idempotency_key if unknown else "",
-        }
-
-    def _unknown_waiting(self, run_id: str) -> str:
-        known = ", ".join(self._waiting) or "none"
-        return f"process {self.name!r} has no run {run_id!r} waiting (waiting runs: {known})"
+        return self._waiting.detail(run_id)
 
     async def reconcile(
         self, run_id: str, outcome: str, *, result: Any = None, note: str = "",
@@ -704,38 +679,17 @@ class AgentProcess:
 
         ``applied``: the model sees ``result`` as the tool's output. ``not_applied``: the model
         sees that it did not happen. ``failed``: the run fails with that reason."""
-        if outcome not in ("applied", "not_applied", "failed"):
-            raise ValueError(
-                f"outcome must be 'applied', 'not_applied' or 'failed', not {outcome!r}"
-            )
-        waiting = self._waiting.get(run_id)
-        if waiting is None:
-            raise KeyError(self._unknown_waiting(run_id))
-        unknown = waiting.rebuild.unknown
-        assert unknown is not None and self._recorder is not None
-        result_text = "" if result is None else (
-            result if isinstance(result, str) else json.dumps(result, default=str))
-        await self._recorder.reconciled(run_id, {
-            "step": unknown.step, "tool": unknown.call.name, "call_id": unknown.call.call_id,
-            "outcome": outcome, "result": result_text, "note": note, "actor": actor,
-        })
-        del self._waiting[run_id]
+        decision = self._waiting.decision(run_id, outcome, result, note, actor)
+        assert self._recorder is not None  # only a journaled process has waiting runs
+        await self._recorder.reconciled(run_id, decision)
+        settled = self._waiting.settle(run_id, decision)
         if outcome == "failed":
-            waiting.rebuild.failed_by_operator = note or "the write failed"
-            self._finish_reconciled_failure(waiting)
+            self._finish_reconciled_failure(settled)
             self._checkpoint_soon()
             return
-        message = result_text if outcome == "applied" else (
-            "not applied: an operator confirmed this call did not take effect"
-            + (f" ({note})" if note else ""))
-        waiting.rebuild.history.append({"role": "tool", "tool_call_id": unknown.call.call_id,
-                                        "name": unknown.call.name, "content": message})
-        waiting.rebuild.unknown = None
-        waiting.run.state = RunState.QUEUED
-        waiting.run.waiting_reason = ""
-        self._resume[waiting.run.event.event_id] = waiting
-        if not self._delivery.offer(waiting.run.event):
-            self._resume.pop(waiting.run.event.event_id, None)
+        self._resume[settled.run.event.event_id] = settled
+        if not self._delivery.offer(settled.run.event):
+            self._resume.pop(settled.run.event.event_id, None)
 
     def _run_done(self, run: Run) -> None:
         """Bookkeeping once a run ends; announced after the counters it changed are updated."""

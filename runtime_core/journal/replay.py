@@ -17,6 +17,19 @@ INTERRUPTED_READ = (
 )
 
 
+def reconciled_observation(decision: dict[str, Any]) -> str:
+    """What the model sees for a write an operator reconciled."""
+    outcome = decision.get("outcome")
+    if outcome == "applied":
+        result = decision.get("result")
+        return "" if result is None else str(result)
+    if outcome == "not_applied":
+        note = decision.get("note")
+        return ("not applied: an operator confirmed this call did not take effect"
+                + (f" ({note})" if note else ""))
+    return f"failed: {decision.get('note') or 'the write failed'}"
+
+
 class ReplayEngine:
     """``recover(process)`` reads the last checkpoint and only the entries after it."""
 
@@ -94,7 +107,6 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
     turn_calls: list[ToolCall] = []
     settled: dict[str, Message] = {}  # call_id -> tool message
     intents: dict[str, dict[str, Any]] = {}  # call_id -> intent data
-    reconciled: dict[str, dict[str, Any]] = {}
 
     def close_turn() -> None:
         """Append the finished turn's tool messages in call order."""
@@ -133,18 +145,11 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
             settled[d["call_id"]] = {"role": "tool", "tool_call_id": d["call_id"],
                                      "name": d.get("tool", ""), "content": content}
         elif kind == EntryType.RECONCILED:
-            reconciled[d["call_id"]] = d
-            outcome = d.get("outcome")
-            if outcome == "applied":
-                content = str(d.get("result") if d.get("result") is not None else "")
-            elif outcome == "not_applied":
-                content = ("not applied: an operator confirmed this call did not take effect"
-                           + (f" ({d['note']})" if d.get("note") else ""))
-            else:
+            if d.get("outcome") == "failed":
                 out.failed_by_operator = d.get("note") or "the write failed"
-                content = "failed"
             settled[d["call_id"]] = {"role": "tool", "tool_call_id": d["call_id"],
-                                     "name": d.get("tool", ""), "content": content}
+                                     "name": d.get("tool", ""),
+                                     "content": reconciled_observation(d)}
     # The last turn: settled calls go to history; the first unsettled call decides the rest.
     for index, call in enumerate(turn_calls):
         if call.call_id in settled:

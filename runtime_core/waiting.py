@@ -1,0 +1,91 @@
+"""Runs that wait for an operator: a write whose outcome a crash left unknown.
+
+They are never dispatched again on their own. An operator (or a connector that can check the
+outside system) reconciles each one: applied, not applied, or failed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime_core.events import EventNotifier, RunWaiting
+from runtime_core.journal.replay import reconciled_observation
+from runtime_core.recovery import RecoveredRun
+from runtime_core.runs import Run, RunState
+
+OUTCOMES = ("applied", "not_applied", "failed")
+
+
+class WaitingRuns:
+    def __init__(self, process: str, notifier: EventNotifier) -> None:
+        self.process = process
+        self.notifier = notifier
+        self._runs: dict[str, RecoveredRun] = {}
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def add(self, waiting: RecoveredRun) -> None:
+        self._runs[waiting.run.run_id] = waiting
+        unknown = waiting.rebuild.unknown
+        self.notifier.emit(RunWaiting(
+            process=self.process, run_id=waiting.run.run_id,
+            event_id=waiting.run.event.event_id, reason=waiting.run.waiting_reason,
+            tool=unknown.call.name if unknown else "",
+        ))
+
+    def runs(self) -> list[Run]:
+        return [w.run for w in self._runs.values()]
+
+    def get(self, run_id: str) -> RecoveredRun:
+        waiting = self._runs.get(run_id)
+        if waiting is None:
+            known = ", ".join(self._runs) or "none"
+            raise KeyError(f"process {self.process!r} has no run {run_id!r} waiting "
+                           f"(waiting runs: {known})")
+        return waiting
+
+    def detail(self, run_id: str) -> dict[str, Any]:
+        """What an operator needs to decide: the tool, its arguments and idempotency key."""
+        waiting = self.get(run_id)
+        unknown = waiting.rebuild.unknown
+        return {
+            "run_id": run_id,
+            "event_id": waiting.run.event.event_id,
+            "reason": waiting.run.waiting_reason,
+            "tool": unknown.call.name if unknown else "",
+            "args": unknown.args if unknown else {},
+            "step": unknown.step if unknown else 0,
+            "idempotency_key": unknown.idempotency_key if unknown else "",
+        }
+
+    def decision(self, run_id: str, outcome: str, result: Any, note: str, actor: str
+                 ) -> dict[str, Any]:
+        """Check a reconciliation and return the journal entry's data (nothing changes yet)."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be 'applied', 'not_applied' or 'failed', "
+                             f"not {outcome!r}")
+        unknown = self.get(run_id).rebuild.unknown
+        assert unknown is not None
+        result_text = "" if result is None else (
+            result if isinstance(result, str) else json.dumps(result, default=str))
+        return {"step": unknown.step, "tool": unknown.call.name, "call_id": unknown.call.call_id,
+                "outcome": outcome, "result": result_text, "note": note, "actor": actor}
+
+    def settle(self, run_id: str, decision: dict[str, Any]) -> RecoveredRun:
+        """Apply a journaled decision: the run leaves the waiting list, ready to continue (or,
+        for "failed", marked with the operator's reason)."""
+        waiting = self._runs.pop(run_id)
+        if decision["outcome"] == "failed":
+            waiting.rebuild.failed_by_operator = decision["note"] or "the write failed"
+            return waiting
+        unknown = waiting.rebuild.unknown
+        assert unknown is not None
+        waiting.rebuild.history.append({
+            "role": "tool", "tool_call_id": unknown.call.call_id, "name": unknown.call.name,
+            "content": reconciled_observation(decision),
+        })
+        waiting.rebuild.unknown = None
+        waiting.run.state = RunState.QUEUED
+        waiting.run.waiting_reason = ""
+        return waiting
