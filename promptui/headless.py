@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -39,14 +40,17 @@ def load_runtime(paths: list[Path]) -> tuple[AgentRuntime, list[str]]:
     return runtime, [w for m in manifests for w in m.warnings]
 
 
-def status_table(runtime: AgentRuntime, elapsed: float) -> Table:
+def status_table(runtime: AgentRuntime, elapsed: float, width: int = 120) -> Table:
+    # A light box keeps all the counters on an 80-column SSH terminal; the reply column
+    # takes whatever room is left.
     table = Table(title=f"promptui runtime — {elapsed:5.1f}s  (Ctrl+C stops cleanly)",
-                  title_justify="left", expand=False)
-    table.add_column("process", no_wrap=True, min_width=14)
+                  title_justify="left", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("process", no_wrap=True, overflow="ellipsis", max_width=16)
     table.add_column("state", no_wrap=True, min_width=9)
-    for column in ("ok", "fail", "rst", "q", "rty", "dead", "wait"):
+    for column in ("ok", "fail", "rst", "queue", "retry", "dead", "wait"):
         table.add_column(column, no_wrap=True, justify="right", min_width=len(column))
-    table.add_column("last reply / error", overflow="ellipsis", no_wrap=True, max_width=30)
+    table.add_column("last reply / error", overflow="ellipsis", no_wrap=True,
+                     max_width=max(10, width - 75))
     for name, process in runtime.processes.items():
         status = process.status()
         state = status["state"] + (f" ({status['suspend_reason']})"
@@ -91,7 +95,7 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
                 if seconds is not None and elapsed >= seconds:
                     break
                 if live:
-                    view.update(status_table(runtime, elapsed), refresh=True)
+                    view.update(status_table(runtime, elapsed, console.width), refresh=True)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.5)
     finally:

@@ -553,8 +553,11 @@ class AgentProcess:
             await executor.execute(run, resume)
         except asyncio.CancelledError:
             self._record_run_end(run, event_done=False)
-            self._delivery.dead_letter(event, self._delivery.cancel_reason, "run cancelled",
-                                       run.attempt)
+            error = "run cancelled"
+            if run.write_in_flight:  # say so: redelivering blindly could repeat that write
+                error += (f" while write tool {run.write_in_flight} was running; its outcome is "
+                          "unknown, check before redelivering")
+            self._delivery.dead_letter(event, self._delivery.cancel_reason, error, run.attempt)
             self._run_done(run)
             raise
         succeeded = run.state is RunState.SUCCEEDED

@@ -91,6 +91,7 @@ class Run:
     finished_at: float | None = None
     messages: list[Message] = field(default_factory=list)  # what it added to the conversation
     waiting_reason: str = ""
+    write_in_flight: str = ""  # "tool (idempotency key)" while a write tool runs
 
     @property
     def duration_ms(self) -> float:
@@ -390,6 +391,8 @@ class RunExecutor:
                 raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
             crashpoints.reached("tool_intent")
         ok = True
+        if tool.effect == "write":
+            run.write_in_flight = f"{call.name} ({ctx.idempotency_key})"
         try:
             async with asyncio.timeout(remaining):
                 result = await tool.invoke(args, ctx)
@@ -403,6 +406,7 @@ class RunExecutor:
             text = f"error: {type(exc).__name__}: {exc}"
         else:
             text = _stringify(result)
+        run.write_in_flight = ""  # not reached on cancellation: the write's outcome is unknown
         updates = ctx.updates if ok else {}
         for key in updates:
             if not self.context.is_writable(key):

@@ -363,3 +363,25 @@ async def test_sync_tool_runs_off_the_event_loop() -> None:
     assert threads and threads[0] != loop_thread
     await process.stop()
     await asyncio.sleep(0)
+
+
+async def test_a_run_cancelled_during_a_write_says_its_outcome_is_unknown() -> None:
+    started = asyncio.Event()
+
+    async def slow_write(ctx: ToolContext) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "written"
+
+    process = AgentProcess(
+        "p", ProcessConfig(model=scripted({"tool_calls": [{"name": "slow_write"}]},
+                                          {"reply": "ok"})),
+        tools=[tool(slow_write, effect="write")],
+    )
+    await process.start()
+    await process.inject(TriggerEvent("t", "manual", {}))
+    await asyncio.wait_for(started.wait(), 5)
+    await process.stop()
+    error = process.dead_letters[-1]["error"]
+    assert error.startswith("run cancelled while write tool slow_write (")
+    assert "outcome is unknown" in error
