@@ -162,6 +162,14 @@ class AgentProcess:
         return self._notifier
 
     @property
+    def event_bus(self) -> EventBus:
+        return self._bus
+
+    @property
+    def broker(self) -> MessageBroker:
+        return self._broker
+
+    @property
     def suspend_reason(self) -> str | None:
         return self._suspend_reason
 

@@ -90,7 +90,7 @@ async def test_add_and_remove_triggers_live() -> None:
     event_trigger = await process.add_trigger({"type": "message", "topic": "t"})
     assert process.status()["trigger_count"] == 2
     # while suspended its events queue
-    process._broker.publish("t", "hello")  # the process's own broker
+    process.broker.publish("t", "hello")
     await wait_for(lambda: process.status()["queue_size"] == 1)
     with pytest.raises(KeyError, match="no trigger 'nope'"):
         await process.remove_trigger("nope")
@@ -109,7 +109,7 @@ async def test_events_held_by_a_removed_trigger_are_dead_lettered() -> None:
     await process.start()
     trigger_id = await process.add_trigger({"type": "message", "topic": "jobs"})
     for i in range(4):
-        process._broker.publish("jobs", i)
+        process.broker.publish("jobs", i)
     await wait_for(lambda: len(process.active_runs()) == 1
                    and process.status()["queue_size"] == 1)
     await process.remove_trigger(trigger_id)
