@@ -1,0 +1,1 @@
+"""Governance: per-process guards that watch what an agent does (behavioral health, ...)."""
