@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from runtime_core.agent.script import ScriptedModelSpec
+from runtime_core.governance.health import HealthConfig
 
 
 class StrictModel(BaseModel):
@@ -186,6 +187,7 @@ class ProcessConfig(StrictModel):
     trigger_delivery: TriggerDeliveryConfig = Field(default_factory=TriggerDeliveryConfig)
     run_budget: RunBudgetConfig = Field(default_factory=RunBudgetConfig)
     journal: JournalConfig = Field(default_factory=JournalConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
 
     @field_validator("model")
     @classmethod

@@ -179,6 +179,20 @@ class JournalDamaged(RuntimeEvent):
     moved_to: str = ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HealthAnomaly(RuntimeEvent):
+    kind: ClassVar[str] = "health.anomaly"
+    severity: ClassVar[Severity] = "warning"
+    anomaly_type: str
+    description: str
+    details: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HealthRecovered(RuntimeEvent):
+    kind: ClassVar[str] = "health.recovered"
+
+
 class Subscription:
     """A bounded buffer of events for one subscriber. Oldest events are dropped when it is full."""
 

@@ -34,15 +34,15 @@ MANIFEST_KEYS: dict[str, str] = {
     "config": "any other ProcessConfig field (concurrency, restart_policy, ...)",
     "servers": "MCP servers (not applied yet)",
     "budget": "autonomy budget (not applied yet)",
-    "health": "behavioral health (not applied yet)",
+    "health": "behavioral health: stuck, loop, empty replies, error rate",
     "mission": "mission (not applied yet)",
     "secrets": "secret scoping (not applied yet)",
     "inbox": "operator inbox (not applied yet)",
 }
-NOT_YET_APPLIED = ("servers", "budget", "health", "mission", "secrets", "inbox")
+NOT_YET_APPLIED = ("servers", "budget", "mission", "secrets", "inbox")
 #: Where a ProcessConfig field comes from in a manifest.
 FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "tools",
-                 "triggers": "triggers", "journal": "journal"}
+                 "triggers": "triggers", "journal": "journal", "health": "health"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +181,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     warnings = [f"{file}: '{key}' is accepted but not applied yet by this version"
                 for key in NOT_YET_APPLIED if key in data]
     raw: dict[str, Any] = {}
-    for key in ("model", "instructions", "tools", "triggers"):
+    for key in ("model", "instructions", "tools", "triggers", "health"):
         if key in data:
             raw[key] = data[key]
     raw["journal"] = data["journal"] if data.get("journal") is not None else {
@@ -202,7 +202,8 @@ def parse_manifest(text: str, path: Path) -> Manifest:
             raw[key] = value
     config: ProcessConfig | None = None
     try:
-        config = ProcessConfig.model_validate(raw)
+        # strict_keys: an unknown key in a governance section is an error in a manifest
+        config = ProcessConfig.model_validate(raw, context={"strict_keys": True})
     except ValidationError as exc:
         for error in exc.errors():
             loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and (

@@ -36,6 +36,8 @@ from runtime_core.events import (
     RunQueued,
     RunStarted,
 )
+from runtime_core.governance.health import HealthMonitor
+from runtime_core.governance.health_actions import HealthKeeper
 from runtime_core.journal.memory import MemoryJournal
 from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.journal.recorder import ProcessRecorder
@@ -139,6 +141,11 @@ class AgentProcess:
         self._owns_journal = False
         self._resume: dict[str, RecoveredRun] = {}  # event id -> run to continue
         self._waiting = WaitingRuns(name, self._notifier)
+        self._health: HealthKeeper | None = None
+        if self.config.health.enabled:
+            monitor = HealthMonitor(self.config.health, process_id=name, clock=self._clock)
+            self._health = HealthKeeper(name, self.process_id, monitor, self._notifier, self._bus,
+                                        pause=self._pause_for_health, stop=self._stop_on_purpose)
 
     # -- read-only views ---------------------------------------------------------------------
     @property
@@ -230,6 +237,8 @@ class AgentProcess:
             "active_runs": len(self._inflight),
             "waiting_runs": len(self._waiting),
             **({"recovered": self.recovered} if self.recovered is not None else {}),
+            **({"health_anomalies": len(self._health.monitor.anomalies),
+                "health": self._health.monitor.health_status()} if self._health else {}),
         }
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -433,6 +442,7 @@ class AgentProcess:
                 recorder=self._recorder,
                 event_bus=self._bus,
                 broker=self._broker,
+                health=self._health,
             )
             await self._triggers.start_all()
         except asyncio.CancelledError:
@@ -553,6 +563,8 @@ class AgentProcess:
                 self._recorder.run_started(run.run_id, event.event_id, attempt)
         self._inflight[run.run_id] = run
         self._last_activity = self._clock.monotonic()
+        if self._health is not None:
+            self._health.begin_run()
         if self._notifier.has_listeners:
             self._notifier.emit(RunStarted(process=self.name, run_id=run.run_id,
                                            event_id=event.event_id,
@@ -581,7 +593,29 @@ class AgentProcess:
         else:
             self._on_run_failed(run)
         self._run_done(run)
+        if self._health is not None:
+            await self._feed_health(run)
         self._checkpoint_soon()
+
+    async def _feed_health(self, run: Run) -> None:
+        assert self._health is not None
+        if run.state is RunState.SUCCEEDED:
+            await self._health.run_succeeded(run.reply)
+        elif run.attempt > self.config.trigger_delivery.max_retries:  # retries used up
+            await self._health.run_failed()
+        else:
+            await self._health.act()
+
+    async def _pause_for_health(self) -> None:
+        if self.state is S.RUNNING:  # pause and escalate suspend only a running process
+            await self.suspend("health")
+
+    async def _stop_on_purpose(self) -> None:
+        """A stop the process decides itself (health, later budget and mission): never
+        restarted. Run as its own task so it can cancel the worker that asked for it."""
+        task = asyncio.create_task(self.stop(), name=f"{self.name}-stop")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _record_run_end(self, run: Run, *, event_done: bool) -> None:
         if self._recorder is None:
@@ -595,13 +629,16 @@ class AgentProcess:
                          run.run_id, exc_info=True)
 
     def checkpoint_state(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "context_state": self._context.state_snapshot(),
             "lifecycle_state": self.state.value,
             "invocation_count": self._invocation_count,
             "consecutive_failures": self._consecutive_failures,
             "restart_count": self._restart_count,
         }
+        if self._health is not None:  # a restart must not forget a stuck agent's history
+            state["health"] = self._health.monitor.to_dict()
+        return state
 
     def _checkpoint_soon(self) -> None:
         if self._recorder is not None:
@@ -644,6 +681,11 @@ class AgentProcess:
                 self._context.replace_state(state)
                 self._conversation.set_messages(recovery.conversation)
                 self._invocation_count = recovery.invocation_count
+                saved_health = (recovery.checkpoint or {}).get("health")
+                if self._health is not None and isinstance(saved_health, dict):
+                    self._health.monitor = HealthMonitor.from_dict(
+                        saved_health, self.config.health, process_id=self.name,
+                        clock=self._clock)
                 self._delivery.restore(recovery.queued, recovery.dead)
                 self._resume = recovery.resumable
                 for waiting in recovery.waiting.values():

@@ -44,6 +44,7 @@ class Recovery:
     resumable: dict[str, RecoveredRun] = field(default_factory=dict)  # by event id
     waiting: dict[str, RecoveredRun] = field(default_factory=dict)  # by run id
     failed: list[RecoveredRun] = field(default_factory=list)
+    checkpoint: dict[str, Any] | None = None  # the last checkpoint's data (governance state)
 
 
 async def recover_process(
@@ -64,6 +65,7 @@ async def recover_process(
     recovery = Recovery(
         summary={}, context_state=replayed["context_state"], conversation=conversation,
         invocation_count=replayed["invocation_count"], dead=dead,
+        checkpoint=replayed["checkpoint"],
     )
     for open_run in await journal.open_runs(name):
         event = by_id.get(open_run.event_id)

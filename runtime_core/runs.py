@@ -29,6 +29,7 @@ from runtime_core.journal.provider import JournalError
 from runtime_core.triggers.base import TriggerEvent
 
 if TYPE_CHECKING:
+    from runtime_core.governance.health_actions import HealthKeeper
     from runtime_core.journal.recorder import ProcessRecorder
 
 
@@ -198,8 +199,10 @@ class RunExecutor:
         recorder: ProcessRecorder | None = None,
         event_bus: EventBus | None = None,
         broker: MessageBroker | None = None,
+        health: HealthKeeper | None = None,
     ) -> None:
         self.process = process
+        self.health = health
         self.event_bus = event_bus
         self.broker = broker
         self.recorder = recorder
@@ -381,6 +384,8 @@ class RunExecutor:
         except ValueError as exc:
             return self._record_refusal(run, call, step, t0, str(exc))
         run.tool_calls += 1
+        if self.health is not None:
+            await self.health.tool_call(call.name, args)
         ctx = ToolContext(self.process, run.run_id, step, run.event, self.context.state_snapshot())
         remaining = self._remaining(started)
         recorder = self.recorder

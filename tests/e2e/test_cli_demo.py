@@ -36,6 +36,8 @@ def test_demo_runs_headless_and_stops_cleanly(tmp_path: Path) -> None:
     # the flaky deployer's broken build failed and was retried, then dead-lettered
     assert processes["flaky-deployer"]["dead_letter_count"] >= 1
     assert "model-call budget" in processes["looper"]["last_outcome"]
+    # ...after its health monitor saw it stuck (it paused the looper)
+    assert processes["looper"]["health_anomalies"] >= 1
     # the journal holds it all and verifies
     verify = subprocess.run([*promptui_command(), "journal", "verify"], capture_output=True,
                             text=True, timeout=60, cwd=tmp_path)
