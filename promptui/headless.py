@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.live import Live
+from rich.logging import RichHandler
 from rich.table import Table
 
 from runtime_core import AgentRuntime
@@ -46,7 +48,7 @@ def status_table(runtime: AgentRuntime, elapsed: float, width: int = 120) -> Tab
     table = Table(title=f"promptui runtime — {elapsed:5.1f}s  (Ctrl+C stops cleanly)",
                   title_justify="left", expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("process", no_wrap=True, overflow="ellipsis", max_width=16)
-    table.add_column("state", no_wrap=True, min_width=9)
+    table.add_column("state", no_wrap=True, min_width=9, max_width=18)
     for column in ("ok", "fail", "rst", "queue", "retry", "dead", "wait"):
         table.add_column(column, no_wrap=True, justify="right", min_width=len(column))
     table.add_column("last reply / error", overflow="ellipsis", no_wrap=True,
@@ -81,6 +83,12 @@ def snapshot(runtime: AgentRuntime) -> dict[str, Any]:
 
 async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bool,
                        console: Console) -> dict[str, Any]:
+    # Log lines go through the live display's console so they print above the table.
+    handler = RichHandler(console=console, show_path=False, rich_tracebacks=False)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    if root.level > logging.WARNING or root.level == logging.NOTSET:
+        root.setLevel(logging.WARNING)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -102,4 +110,5 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
         await runtime.stop_all()
         final = snapshot(runtime)
         await runtime.close()
+        root.removeHandler(handler)
     return final
