@@ -84,7 +84,8 @@ def snapshot(runtime: AgentRuntime) -> dict[str, Any]:
 async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bool,
                        console: Console) -> dict[str, Any]:
     # Log lines go through the live display's console so they print above the table.
-    handler = RichHandler(console=console, show_path=False, rich_tracebacks=False)
+    log_console = console if live else Console(stderr=True)  # keep --json output clean
+    handler = RichHandler(console=log_console, show_path=False, rich_tracebacks=False)
     root = logging.getLogger()
     root.addHandler(handler)
     if root.level > logging.WARNING or root.level == logging.NOTSET:
