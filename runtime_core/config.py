@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from runtime_core.agent.script import ScriptedModelSpec
+from runtime_core.governance.budget import BudgetConfig
 from runtime_core.governance.health import HealthConfig
 
 
@@ -188,6 +189,7 @@ class ProcessConfig(StrictModel):
     run_budget: RunBudgetConfig = Field(default_factory=RunBudgetConfig)
     journal: JournalConfig = Field(default_factory=JournalConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
 
     @field_validator("model")
     @classmethod

@@ -35,6 +35,7 @@ class DeadLetterReason:
     RETRIES_EXHAUSTED = "retries exhausted"
     QUEUE_FULL = "queue full"
     TRIGGER_REMOVED = "trigger removed"
+    BUDGET_EXCEEDED = "budget exceeded"
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,6 +193,25 @@ class HealthRecovered(RuntimeEvent):
     kind: ClassVar[str] = "health.recovered"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExceeded(RuntimeEvent):
+    kind: ClassVar[str] = "budget.exceeded"
+    severity: ClassVar[Severity] = "critical"
+    limit_type: str
+    limit: float
+    current: float
+    tool: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetWarning(RuntimeEvent):
+    kind: ClassVar[str] = "budget.warning"
+    severity: ClassVar[Severity] = "warning"
+    limit_type: str
+    limit: float
+    current: float
+
+
 class Subscription:
     """A bounded buffer of events for one subscriber. Oldest events are dropped when it is full."""
 

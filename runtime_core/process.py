@@ -22,6 +22,7 @@ from runtime_core.config import ProcessConfig, TriggerConfig
 from runtime_core.context import AgentContext, ConversationBuffer
 from runtime_core.delivery import DeadLetterReason, Delivery
 from runtime_core.events import (
+    BudgetExceeded,
     ContextUpdated,
     EventNotifier,
     JournalDamaged,
@@ -36,6 +37,8 @@ from runtime_core.events import (
     RunQueued,
     RunStarted,
 )
+from runtime_core.events import BudgetWarning as BudgetWarningEvent
+from runtime_core.governance.budget import Budget, BudgetViolation
 from runtime_core.governance.health import HealthMonitor
 from runtime_core.governance.health_actions import HealthKeeper
 from runtime_core.journal.memory import MemoryJournal
@@ -141,6 +144,8 @@ class AgentProcess:
         self._owns_journal = False
         self._resume: dict[str, RecoveredRun] = {}  # event id -> run to continue
         self._waiting = WaitingRuns(name, self._notifier)
+        self._budget = Budget(self.config.budget, self._clock) if self.config.budget.enabled \
+            else None
         self._health: HealthKeeper | None = None
         if self.config.health.enabled:
             monitor = HealthMonitor(self.config.health, process_id=name, clock=self._clock)
@@ -237,6 +242,7 @@ class AgentProcess:
             "active_runs": len(self._inflight),
             "waiting_runs": len(self._waiting),
             **({"recovered": self.recovered} if self.recovered is not None else {}),
+            **({"budget": self._budget.remaining()} if self._budget else {}),
             **({"health_anomalies": len(self._health.monitor.anomalies),
                 "health": self._health.monitor.health_status()} if self._health else {}),
         }
@@ -443,6 +449,7 @@ class AgentProcess:
                 event_bus=self._bus,
                 broker=self._broker,
                 health=self._health,
+                autonomy=self._budget,
             )
             await self._triggers.start_all()
         except asyncio.CancelledError:
@@ -559,6 +566,9 @@ class AgentProcess:
             resume = recovered.resume_point()
         else:
             run = Run(self.name, event, attempt)
+            if self._budget is not None and self._budget.begin_run() is not None:
+                await self._refuse_for_budget(event, attempt)
+                return
             if self._recorder is not None:
                 self._recorder.run_started(run.run_id, event.event_id, attempt)
         self._inflight[run.run_id] = run
@@ -595,6 +605,8 @@ class AgentProcess:
         self._run_done(run)
         if self._health is not None:
             await self._feed_health(run)
+        if self._budget is not None:
+            await self._act_on_budget()
         self._checkpoint_soon()
 
     async def _feed_health(self, run: Run) -> None:
@@ -605,6 +617,42 @@ class AgentProcess:
             await self._health.run_failed()
         else:
             await self._health.act()
+
+    async def _refuse_for_budget(self, event: TriggerEvent, attempt: int) -> None:
+        """The day's runs are used up: the event waits in the dead letters for redelivery."""
+        violations, _ = self._budget.take() if self._budget else ([], [])
+        error = violations[0].message() if violations else "budget exceeded"
+        self._delivery.dead_letter(event, DeadLetterReason.BUDGET_EXCEEDED, error, attempt)
+        await self._apply_budget_action(violations)
+
+    async def _act_on_budget(self) -> None:
+        assert self._budget is not None
+        violations, warnings = self._budget.take()
+        for warning in warnings:
+            self._notifier.emit(BudgetWarningEvent(
+                process=self.name, limit_type=warning.limit, limit=warning.limit_value,
+                current=warning.current))
+        await self._apply_budget_action(violations)
+
+    async def _apply_budget_action(self, violations: list[BudgetViolation]) -> None:
+        if not violations:
+            return
+        first = violations[0]
+        self._notifier.emit(BudgetExceeded(process=self.name, limit_type=first.limit,
+                                           limit=first.limit_value, current=first.would_be,
+                                           tool=first.tool))
+        action = self.config.budget.on_exceeded
+        target = self.config.budget.escalation
+        if action == "escalate" and target is not None and target.event_type:
+            self._bus.emit(target.event_type, {
+                "type": "budget_violation", "process_id": self.process_id,
+                "process_name": self.name, "limit": first.limit,
+                "limit_value": first.limit_value, "current": first.would_be,
+                "tool": first.tool}, source=self.name)
+        if action in ("pause", "escalate") and self.state is S.RUNNING:
+            await self.suspend("budget")
+        elif action == "stop":
+            await self._stop_on_purpose()
 
     async def _pause_for_health(self) -> None:
         if self.state is S.RUNNING:  # pause and escalate suspend only a running process
@@ -638,6 +686,8 @@ class AgentProcess:
         }
         if self._health is not None:  # a restart must not forget a stuck agent's history
             state["health"] = self._health.monitor.to_dict()
+        if self._budget is not None:  # nor reset the day's spending
+            state["budget"] = self._budget.to_dict()
         return state
 
     def _checkpoint_soon(self) -> None:
@@ -681,6 +731,9 @@ class AgentProcess:
                 self._context.replace_state(state)
                 self._conversation.set_messages(recovery.conversation)
                 self._invocation_count = recovery.invocation_count
+                saved_budget = (recovery.checkpoint or {}).get("budget")
+                if self._budget is not None and isinstance(saved_budget, dict):
+                    self._budget.restore(saved_budget)
                 saved_health = (recovery.checkpoint or {}).get("health")
                 if self._health is not None and isinstance(saved_health, dict):
                     self._health.monitor = HealthMonitor.from_dict(

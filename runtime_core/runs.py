@@ -29,6 +29,7 @@ from runtime_core.journal.provider import JournalError
 from runtime_core.triggers.base import TriggerEvent
 
 if TYPE_CHECKING:
+    from runtime_core.governance.budget import Budget
     from runtime_core.governance.health_actions import HealthKeeper
     from runtime_core.journal.recorder import ProcessRecorder
 
@@ -200,8 +201,10 @@ class RunExecutor:
         event_bus: EventBus | None = None,
         broker: MessageBroker | None = None,
         health: HealthKeeper | None = None,
+        autonomy: Budget | None = None,
     ) -> None:
         self.process = process
+        self.budget_guard = autonomy
         self.health = health
         self.event_bus = event_bus
         self.broker = broker
@@ -239,6 +242,9 @@ class RunExecutor:
         if len(self.context):
             state = json.dumps(self.context.state_snapshot(), default=str)
             messages.append({"role": "system", "content": f"[Context State] {state}"})
+        guard = self.budget_guard
+        if guard is not None and guard.config.inject_remaining:
+            messages.append({"role": "system", "content": guard.prompt_line()})
         messages.extend(self.conversation.messages())
         user = {"role": "user", "content": render_event_message(event)}
         messages.append(user)
@@ -305,6 +311,10 @@ class RunExecutor:
                     FailureReason.BUDGET,
                     f"model-call budget of {budget.max_model_calls} used up",
                 )
+            if self.budget_guard is not None:
+                refused = self.budget_guard.before_model_call()
+                if refused is not None:
+                    raise RunFailure(FailureReason.BUDGET, refused.message())
             request = ModelRequest(messages, self._specs, run.run_id, run.model_calls, run.event)
             t0 = time.perf_counter()
             turn = await self._call_model(request, started)
@@ -383,6 +393,10 @@ class RunExecutor:
             args = tool.validate_args(call.args)
         except ValueError as exc:
             return self._record_refusal(run, call, step, t0, str(exc))
+        if self.budget_guard is not None:
+            refused = self.budget_guard.before_tool_call(call.name)
+            if refused is not None:  # not executed: the model is told why
+                return self._record_refusal(run, call, step, t0, refused.message())
         run.tool_calls += 1
         if self.health is not None:
             await self.health.tool_call(call.name, args)
