@@ -17,6 +17,7 @@ from pydantic import (
 from runtime_core.agent.script import ScriptedModelSpec
 from runtime_core.governance.budget import BudgetConfig
 from runtime_core.governance.health import HealthConfig
+from runtime_core.governance.secrets import SecretScopeConfig
 
 
 class StrictModel(BaseModel):
@@ -190,6 +191,7 @@ class ProcessConfig(StrictModel):
     journal: JournalConfig = Field(default_factory=JournalConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    secrets: SecretScopeConfig = Field(default_factory=SecretScopeConfig)
 
     @field_validator("model")
     @classmethod

@@ -36,14 +36,14 @@ MANIFEST_KEYS: dict[str, str] = {
     "budget": "autonomy budget: limits per run and per day",
     "health": "behavioral health: stuck, loop, empty replies, error rate",
     "mission": "mission (not applied yet)",
-    "secrets": "secret scoping (not applied yet)",
+    "secrets": "secrets for tools: {name: '${ENV_VAR}'}, never written anywhere",
     "inbox": "operator inbox (not applied yet)",
 }
-NOT_YET_APPLIED = ("servers", "mission", "secrets", "inbox")
+NOT_YET_APPLIED = ("servers", "mission", "inbox")
 #: Where a ProcessConfig field comes from in a manifest.
 FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "tools",
                  "triggers": "triggers", "journal": "journal", "health": "health",
-                 "budget": "budget"}
+                 "budget": "budget", "secrets": "secrets"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +182,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     warnings = [f"{file}: '{key}' is accepted but not applied yet by this version"
                 for key in NOT_YET_APPLIED if key in data]
     raw: dict[str, Any] = {}
-    for key in ("model", "instructions", "tools", "triggers", "health", "budget"):
+    for key in ("model", "instructions", "tools", "triggers", "health", "budget", "secrets"):
         if key in data:
             raw[key] = data[key]
     raw["journal"] = data["journal"] if data.get("journal") is not None else {

@@ -41,6 +41,7 @@ from runtime_core.events import BudgetWarning as BudgetWarningEvent
 from runtime_core.governance.budget import Budget, BudgetViolation
 from runtime_core.governance.health import HealthMonitor
 from runtime_core.governance.health_actions import HealthKeeper
+from runtime_core.governance.secrets import SecretScope
 from runtime_core.journal.memory import MemoryJournal
 from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.journal.recorder import ProcessRecorder
@@ -146,6 +147,9 @@ class AgentProcess:
         self._waiting = WaitingRuns(name, self._notifier)
         self._budget = Budget(self.config.budget, self._clock) if self.config.budget.enabled \
             else None
+        self._secrets = SecretScope(self.config.secrets, self._clock,
+                                    on_access=self._on_secret_access) \
+            if self.config.secrets.enabled else None
         self._health: HealthKeeper | None = None
         if self.config.health.enabled:
             monitor = HealthMonitor(self.config.health, process_id=name, clock=self._clock)
@@ -243,6 +247,7 @@ class AgentProcess:
             "waiting_runs": len(self._waiting),
             **({"recovered": self.recovered} if self.recovered is not None else {}),
             **({"budget": self._budget.remaining()} if self._budget else {}),
+            **({"active_secrets": self._secrets.active_count} if self._secrets else {}),
             **({"health_anomalies": len(self._health.monitor.anomalies),
                 "health": self._health.monitor.health_status()} if self._health else {}),
         }
@@ -285,6 +290,8 @@ class AgentProcess:
                 self._stopping = False
             self._started_at = None
             self._suspend_reason = None
+            if self._secrets is not None and self.config.secrets.revoke_on_stop:
+                self._secrets.revoke_all()
             if self.config.context.conversation_clear_on_stop:
                 self._conversation.clear()
             self._notifier.emit(ProcessStopped(process=self.name, process_id=self.process_id))
@@ -297,6 +304,8 @@ class AgentProcess:
         """stop(), then release what lives as long as the process object."""
         await self.stop()
         self._conversation.clear()
+        if self._secrets is not None:
+            self._secrets.revoke_all()
         if self._journal is not None and self._owns_journal:
             await self._journal.close()
 
@@ -433,6 +442,8 @@ class AgentProcess:
                 await self._prepare_journal()
             elif self._journal is not None:
                 await self._journal.open()  # reopened after close(); no second recovery
+            if self._secrets is not None:
+                self._secrets.resolve()  # a missing variable fails the start, loudly
             model = self._model_override or build_model(self.config, base_dir=self._base_dir)
             tools = build_tools(self.config, self._extra_tools)
             self._executor = RunExecutor(
@@ -450,6 +461,7 @@ class AgentProcess:
                 broker=self._broker,
                 health=self._health,
                 autonomy=self._budget,
+                secrets=self._secrets,
             )
             await self._triggers.start_all()
         except asyncio.CancelledError:
@@ -654,6 +666,10 @@ class AgentProcess:
         elif action == "stop":
             await self._stop_on_purpose()
 
+    def _on_secret_access(self, name: str) -> None:
+        if self._recorder is not None:  # the name, never the value
+            self._recorder.secret_access(name)
+
     async def _pause_for_health(self) -> None:
         if self.state is S.RUNNING:  # pause and escalate suspend only a running process
             await self.suspend("health")
@@ -721,6 +737,8 @@ class AgentProcess:
         await self._journal.open()
         level = cfg.level if cfg.level != "none" else "checkpoint"
         self._recorder = ProcessRecorder(self._journal, self.name, self.process_id, level)
+        if self._secrets is not None:
+            self._recorder.redact = self._secrets.redact_any
         self._delivery.recorder = self._recorder
         if cfg.recover_on_start:
             recovery = await recover_process(self._journal, self._recorder, self.name,

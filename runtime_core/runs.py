@@ -31,6 +31,7 @@ from runtime_core.triggers.base import TriggerEvent
 if TYPE_CHECKING:
     from runtime_core.governance.budget import Budget
     from runtime_core.governance.health_actions import HealthKeeper
+    from runtime_core.governance.secrets import SecretScope
     from runtime_core.journal.recorder import ProcessRecorder
 
 
@@ -202,7 +203,9 @@ class RunExecutor:
         broker: MessageBroker | None = None,
         health: HealthKeeper | None = None,
         autonomy: Budget | None = None,
+        secrets: SecretScope | None = None,
     ) -> None:
+        self.secrets = secrets
         self.process = process
         self.budget_guard = autonomy
         self.health = health
@@ -280,14 +283,23 @@ class RunExecutor:
         except RunFailure as failure:
             run.state = RunState.FAILED
             run.reason = failure.reason.value
-            run.error = str(failure)
+            run.error = self._redact(str(failure))
         else:
             run.state = RunState.SUCCEEDED
-            run.reply = reply
+            run.reply = reply = self._redact(reply)
             run.messages = [user_message, {"role": "assistant", "content": reply}]
             self.conversation.commit(run.messages)
         run.finished_at = time.time()
         return run
+
+    def _secret_getter(self) -> Callable[[str], str] | None:
+        scope = self.secrets
+        if scope is None:
+            return None
+        return lambda name: scope.get(name, notify=False)  # may run in a tool's thread
+
+    def _redact(self, text: str) -> str:
+        return self.secrets.redact(text) if self.secrets is not None else text
 
     def _remaining(self, started: float) -> float | None:
         limit = self.budget.max_seconds
@@ -400,7 +412,8 @@ class RunExecutor:
         run.tool_calls += 1
         if self.health is not None:
             await self.health.tool_call(call.name, args)
-        ctx = ToolContext(self.process, run.run_id, step, run.event, self.context.state_snapshot())
+        ctx = ToolContext(self.process, run.run_id, step, run.event, self.context.state_snapshot(),
+                          secrets=self._secret_getter())
         remaining = self._remaining(started)
         recorder = self.recorder
         if recorder is not None:
@@ -426,6 +439,10 @@ class RunExecutor:
         else:
             text = _stringify(result)
         run.write_in_flight = ""  # not reached on cancellation: the write's outcome is unknown
+        if self.secrets is not None:  # the model, the journal and the screen never see one
+            text = self.secrets.redact(text)
+            for name in ctx.secrets_used:
+                self.secrets.notify_access(name)
         updates = ctx.updates if ok else {}
         for key in updates:
             if not self.context.is_writable(key):

@@ -38,6 +38,8 @@ class ToolContext:
     state: dict[str, Any]
     updates: dict[str, Any] = field(default_factory=dict)
     outbox: list[tuple[str, str, Any]] = field(default_factory=list)
+    secrets: Callable[[str], str] | None = None
+    secrets_used: list[str] = field(default_factory=list)
 
     @property
     def idempotency_key(self) -> str:
@@ -50,6 +52,15 @@ class ToolContext:
 
     def set(self, key: str, value: Any) -> None:
         self.updates[key] = value
+
+    def secret(self, name: str) -> str:
+        """A scoped secret's value (KeyError if unknown or expired). Never put it in a reply:
+        anything the runtime writes has it replaced by ``[secret:name]``."""
+        if self.secrets is None:
+            raise KeyError(f"no secrets are configured for this process (asked for {name!r})")
+        value = self.secrets(name)
+        self.secrets_used.append(name)  # journaled (by name) once the tool is back on the loop
+        return value
 
     def emit(self, event_type: str, data: Any = None) -> None:
         """Emit on the runtime's event bus (``event`` triggers), once the tool has returned."""

@@ -28,6 +28,7 @@ class EntryType:
     CHECKPOINT = "checkpoint"
     RECOVERED = "recovered"
     INSTRUCTIONS_UPDATED = "instructions_updated"
+    SECRET_ACCESS = "secret_access"
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ order, so a later durable entry (an acknowledgement, an intent) covers them too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from runtime_core.agent.model import ModelTurn, ToolCall
@@ -28,19 +29,28 @@ class ProcessRecorder:
         self.process_id = process_id
         self.full = level == "full"
 
+    #: Set by a process with scoped secrets: every entry is redacted before it is written.
+    redact: Callable[[Any], Any] | None = None
+
     def _entry(self, entry_type: str, data: dict[str, Any], run_id: str | None = None
                ) -> JournalEntry:
+        if self.redact is not None:
+            data = self.redact(data)
         return JournalEntry(self.process, entry_type, data, process_id=self.process_id,
                             run_id=run_id)
 
     def submit(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                attachment: Any = None) -> JournalEntry:
         entry = self._entry(entry_type, data, run_id)
+        if self.redact is not None and attachment is not None:
+            attachment = self.redact(attachment)
         self.journal.submit(entry, attachment=attachment)
         return entry
 
     async def append(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                      attachment: Any = None) -> JournalEntry:
+        if self.redact is not None and attachment is not None:
+            attachment = self.redact(attachment)
         return await self.journal.append(self._entry(entry_type, data, run_id),
                                          attachment=attachment)
 
@@ -48,6 +58,9 @@ class ProcessRecorder:
     def transition(self, from_state: str, to_state: str, reason: str) -> None:
         self.submit(EntryType.STATE_TRANSITION,
                     {"from_state": from_state, "to_state": to_state, "reason": reason})
+
+    def secret_access(self, name: str) -> None:
+        self.submit(EntryType.SECRET_ACCESS, {"name": name})
 
     async def event_accepted(self, event: TriggerEvent) -> None:
         """Durable before the event is acknowledged: an accepted event is never lost."""
