@@ -36,6 +36,7 @@ class DeadLetterReason:
     QUEUE_FULL = "queue full"
     TRIGGER_REMOVED = "trigger removed"
     BUDGET_EXCEEDED = "budget exceeded"
+    BLOCKED_BY_HOOK = "blocked by hook"
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from runtime_core.events import BudgetWarning as BudgetWarningEvent
 from runtime_core.governance.budget import Budget, BudgetViolation
 from runtime_core.governance.health import HealthMonitor
 from runtime_core.governance.health_actions import HealthKeeper
+from runtime_core.governance.hooks import DispatchResult, HookEvent, HookManager
 from runtime_core.governance.secrets import SecretScope
 from runtime_core.journal.memory import MemoryJournal
 from runtime_core.journal.provider import JournalError, JournalProvider
@@ -89,7 +90,9 @@ class AgentProcess:
         )
         self.process_id = process_id or str(uuid.uuid4())
         self.runtime = runtime
-        self.hooks = hooks
+        self.hooks = HookManager()  # this process's own; ``hooks=`` is the runtime's shared set
+        self._shared_hooks: HookManager | None = hooks if isinstance(hooks, HookManager) \
+            else None
         self._bus = event_bus or EventBus()
         self._broker = broker or MessageBroker()
         self._notifier = event_notifier or EventNotifier()
@@ -125,7 +128,7 @@ class AgentProcess:
         self._suspend_reason: str | None = None
         self._stop_requested = False
         self._stopping = False
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
         self._started_at: float | None = None
         self._last_activity = self._clock.monotonic()
         self._restart_task: asyncio.Task[None] | None = None
@@ -242,7 +245,7 @@ class AgentProcess:
             "filtered_count": self._triggers.filtered_count,
             "pending_retries": self._delivery.pending_retries,
             "uptime_seconds": uptime,
-            "hook_count": 0,
+            "hook_count": len(self.hooks),
             "active_runs": len(self._inflight),
             "waiting_runs": len(self._waiting),
             **({"recovered": self.recovered} if self.recovered is not None else {}),
@@ -280,6 +283,7 @@ class AgentProcess:
             if self._already_down():
                 return
             self._stopping = True
+            await self._hook(HookEvent.SESSION_END, {"state": self.state.value})
             try:
                 if self.state is not S.STOPPING:  # STOPPING here: a restart cut short by stop()
                     self._lifecycle.transition(S.STOPPING, reason="stop()")
@@ -368,10 +372,30 @@ class AgentProcess:
             await self.resume("event arrived")
         if not self._delivery.offer(event):
             return False
-        self._announce_queued(event)
+        await self._announce_queued(event)
         return True
 
-    def _announce_queued(self, event: TriggerEvent) -> None:
+    # -- hooks -------------------------------------------------------------------------------------
+    def _any_hooks(self, event: HookEvent) -> bool:
+        return self.hooks.has(event) or (
+            self._shared_hooks is not None and self._shared_hooks.has(event))
+
+    async def _hook(self, event: HookEvent, data: dict[str, Any]) -> DispatchResult:
+        if not self._any_hooks(event):
+            return DispatchResult(data=data)
+        return await self.hooks.dispatch(event, process=self.name, data=data,
+                                         then=self._shared_hooks)
+
+    async def _tool_hooks(self, name: str, data: dict[str, Any]
+                          ) -> tuple[bool, str, dict[str, Any]]:
+        result = await self._hook(HookEvent(name), data)
+        return result.blocked, result.reason, result.data
+
+    async def _announce_queued(self, event: TriggerEvent) -> None:
+        kind = HookEvent.FILE_CHANGED if event.trigger_type == "file_watch" \
+            else HookEvent.TASK_CREATED
+        if self._any_hooks(kind):
+            await self._hook(kind, {"event": event.to_dict()})
         if self._notifier.has_listeners:
             self._notifier.emit(
                 RunQueued(process=self.name, event_id=event.event_id,
@@ -388,7 +412,7 @@ class AgentProcess:
         if self.state is S.SUSPENDED and self._suspend_reason == "idle":
             await self.resume("event arrived")
         await self._delivery.put(event)
-        self._announce_queued(event)
+        await self._announce_queued(event)
 
     async def _accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
         """A push trigger (webhook) hands over an event and must answer its sender: only
@@ -407,7 +431,7 @@ class AgentProcess:
         if self.state is S.SUSPENDED and self._suspend_reason == "idle":
             await self.resume("event arrived")
         if self._delivery.offer(event):  # if the queue filled meanwhile it is dead-lettered
-            self._announce_queued(event)
+            await self._announce_queued(event)
         return AcceptResult.ACCEPTED, "accepted"
 
     # -- live triggers ---------------------------------------------------------------------------
@@ -462,6 +486,7 @@ class AgentProcess:
                 health=self._health,
                 autonomy=self._budget,
                 secrets=self._secrets,
+                hooks=self._tool_hooks,
             )
             await self._triggers.start_all()
         except asyncio.CancelledError:
@@ -479,6 +504,7 @@ class AgentProcess:
         self._restart_heartbeat()
         self._lifecycle.transition(S.RUNNING, reason="started")
         self._delivery.open()
+        await self._hook(HookEvent.SESSION_START, {"restart": restart})
         self._notifier.emit(ProcessStarted(process=self.name, process_id=self.process_id,
                                            restart=restart))
 
@@ -581,6 +607,13 @@ class AgentProcess:
             if self._budget is not None and self._budget.begin_run() is not None:
                 await self._refuse_for_budget(event, attempt)
                 return
+            if self._any_hooks(HookEvent.USER_PROMPT_SUBMIT):
+                verdict = await self._hook(HookEvent.USER_PROMPT_SUBMIT,
+                                           {"event": event.to_dict()})
+                if verdict.blocked:  # refused, not failed: no retry, no failure counted
+                    self._delivery.dead_letter(event, DeadLetterReason.BLOCKED_BY_HOOK,
+                                               verdict.reason, attempt)
+                    return
             if self._recorder is not None:
                 self._recorder.run_started(run.run_id, event.event_id, attempt)
         self._inflight[run.run_id] = run
@@ -619,6 +652,9 @@ class AgentProcess:
             await self._feed_health(run)
         if self._budget is not None:
             await self._act_on_budget()
+        if self._any_hooks(HookEvent.RUN_END):
+            await self._hook(HookEvent.RUN_END, {"run_id": run.run_id, "state": run.state.value,
+                                                 "reason": run.reason, "reply": run.reply})
         self._checkpoint_soon()
 
     async def _feed_health(self, run: Run) -> None:

@@ -14,7 +14,7 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,8 @@ from runtime_core.context import AgentContext, ConversationBuffer, Message
 from runtime_core.events import EventNotifier, RunStep
 from runtime_core.journal.provider import JournalError
 from runtime_core.triggers.base import TriggerEvent
+
+HookDispatch = Callable[[str, dict[str, Any]], Awaitable[tuple[bool, str, dict[str, Any]]]]
 
 if TYPE_CHECKING:
     from runtime_core.governance.budget import Budget
@@ -204,7 +206,9 @@ class RunExecutor:
         health: HealthKeeper | None = None,
         autonomy: Budget | None = None,
         secrets: SecretScope | None = None,
+        hooks: HookDispatch | None = None,
     ) -> None:
+        self.hooks = hooks
         self.secrets = secrets
         self.process = process
         self.budget_guard = autonomy
@@ -401,8 +405,18 @@ class RunExecutor:
             raise RunFailure(
                 FailureReason.BUDGET, f"tool-call budget of {budget.max_tool_calls} used up"
             )
+        raw_args = call.args
+        if self.hooks is not None:  # a pre_tool hook may block the call or rewrite its args
+            blocked, reason, data = await self.hooks(
+                "pre_tool", {"tool": call.name, "args": dict(call.args), "run_id": run.run_id,
+                             "step": step})
+            if blocked:
+                return self._record_refusal(run, call, step, t0,
+                                            f"tool {call.name!r} blocked by hook: {reason}")
+            if isinstance(data.get("args"), dict):
+                raw_args = data["args"]
         try:
-            args = tool.validate_args(call.args)
+            args = tool.validate_args(raw_args)
         except ValueError as exc:
             return self._record_refusal(run, call, step, t0, str(exc))
         if self.budget_guard is not None:
@@ -459,6 +473,9 @@ class RunExecutor:
             crashpoints.reached("tool_result")
         for key, value in updates.items():
             self.context.put(key, value, source=f"tool:{call.name}", record=False)
+        if self.hooks is not None:
+            await self.hooks("post_tool", {"tool": call.name, "args": args, "ok": ok,
+                                           "result": _observation(text), "run_id": run.run_id})
         if ok:
             self._deliver_outbox(ctx)
         record = StepRecord(

@@ -13,6 +13,7 @@ from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock, SystemClock
 from runtime_core.config import ProcessConfig
 from runtime_core.events import EventNotifier, JournalDamaged
+from runtime_core.governance.hooks import HookManager
 from runtime_core.journal.memory import MemoryJournal
 from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
@@ -33,6 +34,7 @@ class AgentRuntime:
         self.broker = broker or MessageBroker()
         self.notifier = event_notifier or EventNotifier()
         self.clock: Clock = clock or SystemClock()
+        self.hooks = HookManager()  # shared: run after each process's own hooks
         self._processes: dict[str, AgentProcess] = {}
         # One journal per file for every process of this runtime: SQLite has one writer.
         self._journals: dict[tuple[str, str], JournalProvider] = {}
@@ -91,6 +93,7 @@ class AgentRuntime:
             broker=self.broker,
             runtime=self,
             event_notifier=self.notifier,
+            hooks=self.hooks,
             model=model,
             tools=tools,
             clock=self.clock,
