@@ -120,6 +120,8 @@ class _Positions:
 
 def _substitute_env(value: Any, path: tuple[Any, ...], errors: list[tuple[tuple[Any, ...], str]]
                     ) -> Any:
+    if path[:2] == ("secrets", "secrets"):
+        return value  # resolved at start by the secret scope, so the value never sits in config
     if isinstance(value, str):
         def replace(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)

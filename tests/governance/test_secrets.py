@@ -77,3 +77,12 @@ async def test_tools_without_secrets_configured_get_a_clear_error() -> None:
     await wait_for(lambda: process.invocation_count == 1)
     assert "no secrets are configured" in process.recent_runs()[-1].steps[1].result
     await process.stop()
+
+
+def test_a_manifest_keeps_secret_references_unresolved_until_start() -> None:
+    from runtime_core.manifest import parse_manifest
+
+    manifest = parse_manifest(
+        "name: a\nsecrets:\n  enabled: true\n  secrets: {api_key: '${SURELY_UNSET_SECRET_VAR}'}\n",
+        Path("a.agent"))
+    assert manifest.config.secrets.secrets == {"api_key": "${SURELY_UNSET_SECRET_VAR}"}
