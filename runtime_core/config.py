@@ -17,6 +17,7 @@ from pydantic import (
 from runtime_core.agent.script import ScriptedModelSpec
 from runtime_core.governance.budget import BudgetConfig
 from runtime_core.governance.health import HealthConfig
+from runtime_core.governance.inbox import InboxConfig
 from runtime_core.governance.secrets import SecretScopeConfig
 
 
@@ -192,6 +193,7 @@ class ProcessConfig(StrictModel):
     health: HealthConfig = Field(default_factory=HealthConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     secrets: SecretScopeConfig = Field(default_factory=SecretScopeConfig)
+    inbox: InboxConfig = Field(default_factory=InboxConfig)
 
     @field_validator("model")
     @classmethod

@@ -37,13 +37,13 @@ MANIFEST_KEYS: dict[str, str] = {
     "health": "behavioral health: stuck, loop, empty replies, error rate",
     "mission": "mission (not applied yet)",
     "secrets": "secrets for tools: {name: '${ENV_VAR}'}, never written anywhere",
-    "inbox": "operator inbox (not applied yet)",
+    "inbox": "operator messages and questions (send_message, ask)",
 }
-NOT_YET_APPLIED = ("servers", "mission", "inbox")
+NOT_YET_APPLIED = ("servers", "mission")
 #: Where a ProcessConfig field comes from in a manifest.
 FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "tools",
                  "triggers": "triggers", "journal": "journal", "health": "health",
-                 "budget": "budget", "secrets": "secrets"}
+                 "budget": "budget", "secrets": "secrets", "inbox": "inbox"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +184,8 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     warnings = [f"{file}: '{key}' is accepted but not applied yet by this version"
                 for key in NOT_YET_APPLIED if key in data]
     raw: dict[str, Any] = {}
-    for key in ("model", "instructions", "tools", "triggers", "health", "budget", "secrets"):
+    for key in ("model", "instructions", "tools", "triggers", "health", "budget", "secrets",
+                "inbox"):
         if key in data:
             raw[key] = data[key]
     raw["journal"] = data["journal"] if data.get("journal") is not None else {

@@ -42,6 +42,7 @@ from runtime_core.governance.budget import Budget, BudgetViolation
 from runtime_core.governance.health import HealthMonitor
 from runtime_core.governance.health_actions import HealthKeeper
 from runtime_core.governance.hooks import DispatchResult, HookEvent, HookManager
+from runtime_core.governance.inbox import Inbox
 from runtime_core.governance.secrets import SecretScope
 from runtime_core.journal.memory import MemoryJournal
 from runtime_core.journal.provider import JournalError, JournalProvider
@@ -153,6 +154,8 @@ class AgentProcess:
         self._secrets = SecretScope(self.config.secrets, self._clock,
                                     on_access=self._on_secret_access) \
             if self.config.secrets.enabled else None
+        self._inbox = Inbox(self.config.inbox, self._clock) if self.config.inbox.enabled \
+            else None
         self._health: HealthKeeper | None = None
         if self.config.health.enabled:
             monitor = HealthMonitor(self.config.health, process_id=name, clock=self._clock)
@@ -251,6 +254,7 @@ class AgentProcess:
             **({"recovered": self.recovered} if self.recovered is not None else {}),
             **({"budget": self._budget.remaining()} if self._budget else {}),
             **({"active_secrets": self._secrets.active_count} if self._secrets else {}),
+            **({"inbox": self._inbox.status()} if self._inbox else {}),
             **({"health_anomalies": len(self._health.monitor.anomalies),
                 "health": self._health.monitor.health_status()} if self._health else {}),
         }
@@ -310,6 +314,8 @@ class AgentProcess:
         self._conversation.clear()
         if self._secrets is not None:
             self._secrets.revoke_all()
+        if self._inbox is not None:
+            self._inbox.clear()
         if self._journal is not None and self._owns_journal:
             await self._journal.close()
 
@@ -434,6 +440,38 @@ class AgentProcess:
             await self._announce_queued(event)
         return AcceptResult.ACCEPTED, "accepted"
 
+    # -- the operator inbox ----------------------------------------------------------------------
+    def _open_inbox(self) -> Inbox:
+        if self._inbox is None:
+            raise RuntimeError(f"process {self.name!r} has no inbox; set inbox.enabled")
+        if self.state in (S.STOPPED, S.STOPPING, S.FAILED):
+            raise RuntimeError(f"process {self.name!r} is {self.state.value}: start it first")
+        return self._inbox
+
+    async def send_message(self, content: str, *, message_type: str = "context",
+                           priority: str = "normal", sender_id: str | None = None,
+                           ttl: float | None = None) -> str:
+        """Leave a message for the agent's next run; returns its id."""
+        message = self._open_inbox().add(content, message_type=message_type, priority=priority,
+                                         sender_id=sender_id, ttl=ttl)
+        return message.message_id
+
+    async def ask(self, content: str, *, sender_id: str | None = None,
+                  timeout: float = 120.0) -> str:  # noqa: ASYNC109  (the spec API)
+        """Ask the agent a question and wait for its answer. The question wakes the agent with
+        an ``inbox`` event instead of waiting for the next trigger."""
+        inbox = self._open_inbox()
+        message = inbox.add(content, message_type="question", priority="high",
+                            sender_id=sender_id, ttl=timeout + 60)
+        assert message.answer is not None
+        await self.inject(TriggerEvent("inbox", "inbox", {"question": content,
+                                                          "question_id": message.message_id}))
+        try:
+            return await asyncio.wait_for(asyncio.shield(message.answer), timeout)
+        except TimeoutError:
+            raise TimeoutError(f"process {self.name!r} did not answer within {timeout:g} s"
+                               ) from None
+
     # -- live triggers ---------------------------------------------------------------------------
     async def add_trigger(self, config: TriggerConfig | dict[str, Any]) -> str:
         """Add a config trigger. It starts at once on a RUNNING or SUSPENDED process (its events
@@ -487,6 +525,7 @@ class AgentProcess:
                 autonomy=self._budget,
                 secrets=self._secrets,
                 hooks=self._tool_hooks,
+                inbox_block=self._inbox.prompt_block if self._inbox is not None else None,
             )
             await self._triggers.start_all()
         except asyncio.CancelledError:
@@ -641,6 +680,8 @@ class AgentProcess:
             await self._recorder.journal.flush()  # the end is durable, its checkpoint is not
             crashpoints.reached("run_end")
         if succeeded:
+            if self._inbox is not None:
+                self._inbox.after_run(run.reply)
             self._delivery.succeeded(event)
             self._invocation_count += 1
             self._consecutive_failures = 0

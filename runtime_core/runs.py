@@ -207,7 +207,9 @@ class RunExecutor:
         autonomy: Budget | None = None,
         secrets: SecretScope | None = None,
         hooks: HookDispatch | None = None,
+        inbox_block: Callable[[], str | None] | None = None,
     ) -> None:
+        self.inbox_block = inbox_block
         self.hooks = hooks
         self.secrets = secrets
         self.process = process
@@ -252,6 +254,10 @@ class RunExecutor:
         guard = self.budget_guard
         if guard is not None and guard.config.inject_remaining:
             messages.append({"role": "system", "content": guard.prompt_line()})
+        if self.inbox_block is not None:
+            block = self.inbox_block()
+            if block:
+                messages.append({"role": "system", "content": block})
         messages.extend(self.conversation.messages())
         user = {"role": "user", "content": render_event_message(event)}
         messages.append(user)
