@@ -18,6 +18,7 @@ from runtime_core.agent.script import ScriptedModelSpec
 from runtime_core.governance.budget import BudgetConfig
 from runtime_core.governance.health import HealthConfig
 from runtime_core.governance.inbox import InboxConfig
+from runtime_core.governance.mission import MissionConfig
 from runtime_core.governance.secrets import SecretScopeConfig
 
 
@@ -194,6 +195,7 @@ class ProcessConfig(StrictModel):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     secrets: SecretScopeConfig = Field(default_factory=SecretScopeConfig)
     inbox: InboxConfig = Field(default_factory=InboxConfig)
+    mission: MissionConfig = Field(default_factory=MissionConfig)
 
     @field_validator("model")
     @classmethod

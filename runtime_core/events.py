@@ -212,6 +212,25 @@ class BudgetWarning(RuntimeEvent):
     current: float
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissionEvent(RuntimeEvent):
+    kind: ClassVar[str] = "mission.progress"
+    state: str
+    invocations: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissionComplete(MissionEvent):
+    kind: ClassVar[str] = "mission.complete"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissionFailed(MissionEvent):
+    kind: ClassVar[str] = "mission.failed"
+    severity: ClassVar[Severity] = "critical"
+
+
 class Subscription:
     """A bounded buffer of events for one subscriber. Oldest events are dropped when it is full."""
 

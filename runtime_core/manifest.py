@@ -35,15 +35,16 @@ MANIFEST_KEYS: dict[str, str] = {
     "servers": "MCP servers (not applied yet)",
     "budget": "autonomy budget: limits per run and per day",
     "health": "behavioral health: stuck, loop, empty replies, error rate",
-    "mission": "mission (not applied yet)",
+    "mission": "a goal with a success check over the context state",
     "secrets": "secrets for tools: {name: '${ENV_VAR}'}, never written anywhere",
     "inbox": "operator messages and questions (send_message, ask)",
 }
-NOT_YET_APPLIED = ("servers", "mission")
+NOT_YET_APPLIED = ("servers",)
 #: Where a ProcessConfig field comes from in a manifest.
 FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "tools",
                  "triggers": "triggers", "journal": "journal", "health": "health",
-                 "budget": "budget", "secrets": "secrets", "inbox": "inbox"}
+                 "budget": "budget", "secrets": "secrets", "inbox": "inbox",
+                 "mission": "mission"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +186,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
                 for key in NOT_YET_APPLIED if key in data]
     raw: dict[str, Any] = {}
     for key in ("model", "instructions", "tools", "triggers", "health", "budget", "secrets",
-                "inbox"):
+                "inbox", "mission"):
         if key in data:
             raw[key] = data[key]
     raw["journal"] = data["journal"] if data.get("journal") is not None else {

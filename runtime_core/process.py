@@ -26,6 +26,9 @@ from runtime_core.events import (
     ContextUpdated,
     EventNotifier,
     JournalDamaged,
+    MissionComplete,
+    MissionEvent,
+    MissionFailed,
     ProcessFailed,
     ProcessRecovered,
     ProcessRestarted,
@@ -43,6 +46,7 @@ from runtime_core.governance.health import HealthMonitor
 from runtime_core.governance.health_actions import HealthKeeper
 from runtime_core.governance.hooks import DispatchResult, HookEvent, HookManager
 from runtime_core.governance.inbox import Inbox
+from runtime_core.governance.mission import Mission
 from runtime_core.governance.secrets import SecretScope
 from runtime_core.journal.memory import MemoryJournal
 from runtime_core.journal.provider import JournalError, JournalProvider
@@ -156,6 +160,8 @@ class AgentProcess:
             if self.config.secrets.enabled else None
         self._inbox = Inbox(self.config.inbox, self._clock) if self.config.inbox.enabled \
             else None
+        self._mission = Mission(self.config.mission, self._clock) \
+            if self.config.mission.enabled else None
         self._health: HealthKeeper | None = None
         if self.config.health.enabled:
             monitor = HealthMonitor(self.config.health, process_id=name, clock=self._clock)
@@ -255,6 +261,7 @@ class AgentProcess:
             **({"budget": self._budget.remaining()} if self._budget else {}),
             **({"active_secrets": self._secrets.active_count} if self._secrets else {}),
             **({"inbox": self._inbox.status()} if self._inbox else {}),
+            **({"mission_state": self._mission.state} if self._mission else {}),
             **({"health_anomalies": len(self._health.monitor.anomalies),
                 "health": self._health.monitor.health_status()} if self._health else {}),
         }
@@ -526,6 +533,7 @@ class AgentProcess:
                 secrets=self._secrets,
                 hooks=self._tool_hooks,
                 inbox_block=self._inbox.prompt_block if self._inbox is not None else None,
+                mission_line=self._mission.prompt_line if self._mission is not None else None,
             )
             await self._triggers.start_all()
         except asyncio.CancelledError:
@@ -693,6 +701,8 @@ class AgentProcess:
             await self._feed_health(run)
         if self._budget is not None:
             await self._act_on_budget()
+        if self._mission is not None and succeeded:
+            await self._advance_mission()
         if self._any_hooks(HookEvent.RUN_END):
             await self._hook(HookEvent.RUN_END, {"run_id": run.run_id, "state": run.state.value,
                                                  "reason": run.reason, "reply": run.reply})
@@ -747,6 +757,20 @@ class AgentProcess:
         if self._recorder is not None:  # the name, never the value
             self._recorder.secret_access(name)
 
+    async def _advance_mission(self) -> None:
+        assert self._mission is not None
+        mission = self._mission
+        outcome = mission.after_run(self._context.state_snapshot())
+        if outcome is None:
+            return
+        kind = {"complete": MissionComplete, "failed": MissionFailed}.get(outcome, MissionEvent)
+        self._notifier.emit(kind(process=self.name, state=mission.state,
+                                 invocations=mission.invocations, reason=mission.reason))
+        if outcome == "complete" and self.config.mission.auto_complete:
+            await self._stop_on_purpose()  # a mission achieved is not restarted
+        elif outcome == "failed":
+            await self._stop_on_purpose()
+
     async def _pause_for_health(self) -> None:
         if self.state is S.RUNNING:  # pause and escalate suspend only a running process
             await self.suspend("health")
@@ -781,6 +805,8 @@ class AgentProcess:
             state["health"] = self._health.monitor.to_dict()
         if self._budget is not None:  # nor reset the day's spending
             state["budget"] = self._budget.to_dict()
+        if self._mission is not None:
+            state["mission"] = self._mission.to_dict()
         return state
 
     def _checkpoint_soon(self) -> None:
@@ -826,9 +852,14 @@ class AgentProcess:
                 self._context.replace_state(state)
                 self._conversation.set_messages(recovery.conversation)
                 self._invocation_count = recovery.invocation_count
+                saved_mission = (recovery.checkpoint or {}).get("mission")
+                if self._mission is not None and isinstance(saved_mission, dict):
+                    self._mission.restore(saved_mission)
+                    recovery.summary["mission_restored"] = True
                 saved_budget = (recovery.checkpoint or {}).get("budget")
                 if self._budget is not None and isinstance(saved_budget, dict):
                     self._budget.restore(saved_budget)
+                    recovery.summary["budget_restored"] = True
                 saved_health = (recovery.checkpoint or {}).get("health")
                 if self._health is not None and isinstance(saved_health, dict):
                     self._health.monitor = HealthMonitor.from_dict(

@@ -208,7 +208,9 @@ class RunExecutor:
         secrets: SecretScope | None = None,
         hooks: HookDispatch | None = None,
         inbox_block: Callable[[], str | None] | None = None,
+        mission_line: Callable[[], str] | None = None,
     ) -> None:
+        self.mission_line = mission_line
         self.inbox_block = inbox_block
         self.hooks = hooks
         self.secrets = secrets
@@ -254,6 +256,8 @@ class RunExecutor:
         guard = self.budget_guard
         if guard is not None and guard.config.inject_remaining:
             messages.append({"role": "system", "content": guard.prompt_line()})
+        if self.mission_line is not None:
+            messages.append({"role": "system", "content": self.mission_line()})
         if self.inbox_block is not None:
             block = self.inbox_block()
             if block:

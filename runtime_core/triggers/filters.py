@@ -238,8 +238,10 @@ class _Source:
 
 # -- compiler --------------------------------------------------------------------------------------
 class _Compiler:
-    def __init__(self, source: _Source) -> None:
+    def __init__(self, source: _Source, *, over_state: bool = False) -> None:
         self.src = source
+        # Mission checks read the context state as ``state`` (carried in the event's payload).
+        self.over_state = over_state
 
     def compile(self, node: ast.AST) -> _Eval:
         if isinstance(node, ast.Expression):
@@ -281,6 +283,11 @@ class _Compiler:
         if name in _CONSTANT_NAMES:
             constant = _CONSTANT_NAMES[name]
             return lambda _event: constant
+        if self.over_state:
+            if name == "state":
+                return lambda event: event.payload
+            raise self.src.node_error(node, f"unknown name '{name}' (use state, e.g. "
+                                            "state.invoices_booked >= 10)")
         if name == "payload":
             return lambda event: event.payload
         if name == "metadata":
@@ -429,7 +436,13 @@ class EventFilter:
         return f"EventFilter({self.expression!r})"
 
 
-def compile_filter(expression: str) -> EventFilter:
+def compile_state_check(expression: str) -> EventFilter:
+    """The same language over a context state named ``state``; match with
+    ``check.matches(TriggerEvent("state", "state", context_state))``."""
+    return compile_filter(expression, over_state=True)
+
+
+def compile_filter(expression: str, *, over_state: bool = False) -> EventFilter:
     """Check and compile ``expression``; raises :class:`FilterError` saying what and where."""
     src = _Source(expression)
     if len(expression) > MAX_LENGTH:
@@ -456,7 +469,7 @@ def compile_filter(expression: str) -> EventFilter:
     count = sum(1 for _ in ast.walk(tree))
     if count > MAX_NODES:
         raise src.error(f"too complex ({count} syntax nodes; the limit is {MAX_NODES})")
-    return EventFilter(expression, _Compiler(src).compile(tree))
+    return EventFilter(expression, _Compiler(src, over_state=over_state).compile(tree))
 
 
 def _syntax_error(src: _Source, exc: SyntaxError) -> FilterError:

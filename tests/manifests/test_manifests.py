@@ -82,8 +82,8 @@ def test_env_substitution_with_defaults(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_not_yet_applied_sections_are_warnings() -> None:
-    manifest = parse_manifest("name: a\nmission: {enabled: true}\n", Path("a.agent"))
-    assert any("'mission' is accepted but not applied yet" in w for w in manifest.warnings)
+    manifest = parse_manifest("name: a\nservers: {tools: {}}\n", Path("a.agent"))
+    assert any("'servers' is accepted but not applied yet" in w for w in manifest.warnings)
 
 
 def test_load_directory_reports_every_file(tmp_path: Path) -> None:
