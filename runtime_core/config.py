@@ -33,6 +33,8 @@ class TriggerDeliveryConfig(StrictModel):
     retry_backoff: Annotated[float, Field(gt=0)] = 2.0
     retry_backoff_max: Annotated[float, Field(gt=0)] = 60.0
     dead_letter_size: Annotated[int, Field(ge=0)] = 100
+    scan_payloads: bool = False  # dead-letter payloads that look like prompt injection
+    max_payload_chars: Annotated[int, Field(ge=200)] = 20_000
 
 
 class ContextConfig(StrictModel):

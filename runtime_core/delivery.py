@@ -37,6 +37,7 @@ class DeadLetterReason:
     TRIGGER_REMOVED = "trigger removed"
     BUDGET_EXCEEDED = "budget exceeded"
     BLOCKED_BY_HOOK = "blocked by hook"
+    FLAGGED_BY_PAYLOAD_SCAN = "flagged by payload scan"
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from runtime_core.governance.health_actions import HealthKeeper
 from runtime_core.governance.hooks import DispatchResult, HookEvent, HookManager
 from runtime_core.governance.inbox import Inbox
 from runtime_core.governance.mission import Mission
+from runtime_core.governance.payload_scan import scan_payload
 from runtime_core.governance.secrets import SecretScope
 from runtime_core.journal.memory import MemoryJournal
 from runtime_core.journal.provider import JournalError, JournalProvider
@@ -651,6 +652,13 @@ class AgentProcess:
             resume = recovered.resume_point()
         else:
             run = Run(self.name, event, attempt)
+            delivery_cfg = self.config.trigger_delivery
+            if delivery_cfg.scan_payloads:
+                flagged = scan_payload(event.payload, delivery_cfg.max_payload_chars)
+                if flagged:  # refused, not failed: no retry and no failure counted
+                    self._delivery.dead_letter(event, DeadLetterReason.FLAGGED_BY_PAYLOAD_SCAN,
+                                               ", ".join(flagged), attempt)
+                    return
             if self._budget is not None and self._budget.begin_run() is not None:
                 await self._refuse_for_budget(event, attempt)
                 return
