@@ -49,10 +49,10 @@ from runtime_core.governance.inbox import Inbox
 from runtime_core.governance.mission import Mission
 from runtime_core.governance.payload_scan import scan_payload
 from runtime_core.governance.secrets import SecretScope
-from runtime_core.journal.memory import MemoryJournal
+from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.journal.recorder import ProcessRecorder
-from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
+from runtime_core.journal.sqlite import DamagedJournal
 from runtime_core.lifecycle import ProcessLifecycle, ProcessState, ProcessTransition, StateError
 from runtime_core.recovery import RecoveredRun, recover_process
 from runtime_core.runs import ResumePoint, Run, RunExecutor, RunState
@@ -840,11 +840,7 @@ class AgentProcess:
             return
         self._owns_journal = self._journal is None
         if self._journal is None:
-            if cfg.backend == "memory":
-                self._journal = MemoryJournal()
-            else:
-                self._journal = SQLiteJournal(cfg.path, strict=cfg.recover_on_start == "strict",
-                                              on_damage=self._on_journal_damage)
+            self._journal = make_journal(cfg, self._on_journal_damage)
         await self._journal.open()
         level = cfg.level if cfg.level != "none" else "checkpoint"
         self._recorder = ProcessRecorder(self._journal, self.name, self.process_id, level)

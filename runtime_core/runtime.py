@@ -14,9 +14,9 @@ from runtime_core.clock import Clock, SystemClock
 from runtime_core.config import ProcessConfig
 from runtime_core.events import EventNotifier, JournalDamaged
 from runtime_core.governance.hooks import HookManager
-from runtime_core.journal.memory import MemoryJournal
+from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import JournalProvider
-from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
+from runtime_core.journal.sqlite import DamagedJournal
 from runtime_core.manifest import Manifest, load_directory, load_manifest
 from runtime_core.process import AgentProcess
 
@@ -49,9 +49,7 @@ class AgentRuntime:
             key = ("sqlite", str(Path(cfg.path).expanduser().resolve()))
         journal = self._journals.get(key)
         if journal is None:
-            journal = MemoryJournal() if cfg.backend == "memory" else SQLiteJournal(
-                cfg.path, strict=cfg.recover_on_start == "strict",
-                on_damage=self._on_journal_damage)
+            journal = make_journal(cfg, self._on_journal_damage)
             self._journals[key] = journal
         return journal
 

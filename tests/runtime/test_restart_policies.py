@@ -24,7 +24,7 @@ from runtime_core import (
 )
 from runtime_core.agent.tools import ToolError
 from runtime_core.events import ProcessFailed, ProcessRestarted, ProcessStarted, RestartExhausted
-from tests.conftest import settle, wait_for
+from tests.conftest import record, settle, wait_for
 
 S = ProcessState
 EPS = 1 / 64  # exactly representable, so "deadline - EPS" never rounds onto the deadline
@@ -60,11 +60,6 @@ def bad() -> TriggerEvent:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 async def make(clock: FakeClock) -> AsyncIterator[Factory]:
     """Build processes on the shared FakeClock; every one is stopped at teardown."""
     made: list[AgentProcess] = []
@@ -77,12 +72,6 @@ async def make(clock: FakeClock) -> AsyncIterator[Factory]:
     yield factory
     for process in made:
         await process.stop()
-
-
-def record(process: AgentProcess) -> list[RuntimeEvent]:
-    events: list[RuntimeEvent] = []
-    process.notifier.add_callback(events.append)
-    return events
 
 
 def of_kind(events: list[RuntimeEvent], kind: str) -> list[Any]:

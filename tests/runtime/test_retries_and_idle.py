@@ -22,7 +22,7 @@ from runtime_core import (
     RuntimeEvent,
     TriggerEvent,
 )
-from tests.conftest import settle, wait_for
+from tests.conftest import record, settle, wait_for
 
 S = ProcessState
 EPS = 1 / 64  # exactly representable, so "deadline - EPS" never rounds onto the deadline
@@ -41,11 +41,6 @@ def event(n: int = 0) -> TriggerEvent:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 async def make(clock: FakeClock) -> AsyncIterator[Factory]:
     """Build processes on the shared FakeClock; every one is stopped at teardown."""
     made: list[AgentProcess] = []
@@ -59,12 +54,6 @@ async def make(clock: FakeClock) -> AsyncIterator[Factory]:
     yield factory
     for process in made:
         await process.stop()
-
-
-def record(process: AgentProcess) -> list[RuntimeEvent]:
-    events: list[RuntimeEvent] = []
-    process.notifier.add_callback(events.append)
-    return events
 
 
 def ids(letters: list[dict[str, Any]]) -> list[str]:
