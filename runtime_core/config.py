@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from runtime_core.agent.script import ScriptedModelSpec
+from runtime_core.agent.script import ScriptedModelSpec, check_model_setting
 from runtime_core.governance.budget import BudgetConfig
 from runtime_core.governance.health import HealthConfig
 from runtime_core.governance.inbox import InboxConfig
@@ -168,10 +168,6 @@ class JournalConfig(StrictModel):
 
 ModelSetting = str | ScriptedModelSpec
 
-MODEL_STRING_HELP = (
-    "use 'echo' (offline, replies with a summary of the event) or "
-    "'scripted:<path to a YAML script>'"
-)
 
 
 class ProcessConfig(StrictModel):
@@ -202,14 +198,7 @@ class ProcessConfig(StrictModel):
     @field_validator("model")
     @classmethod
     def _check_model(cls, value: ModelSetting) -> ModelSetting:
-        if isinstance(value, str):
-            provider, sep, rest = value.partition(":")
-            if value == "echo":
-                return value
-            if provider == "scripted" and sep and rest.strip():
-                return value
-            raise ValueError(f"unknown model {value!r}: {MODEL_STRING_HELP}")
-        return value
+        return check_model_setting(value)
 
     @field_validator("tools", mode="before")
     @classmethod

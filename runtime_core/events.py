@@ -218,6 +218,7 @@ class MissionEvent(RuntimeEvent):
     state: str
     invocations: int
     reason: str = ""
+    confidence: float | None = None  # the judge's, when this follows an evaluation
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,6 +230,18 @@ class MissionComplete(MissionEvent):
 class MissionFailed(MissionEvent):
     kind: ClassVar[str] = "mission.failed"
     severity: ClassVar[Severity] = "critical"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EscalationSent(RuntimeEvent):
+    """An escalation went out (or could not): ``error`` says what failed, empty when delivered."""
+
+    kind: ClassVar[str] = "escalation.sent"
+    severity: ClassVar[Severity] = "warning"
+    reason: str  # the payload's type: health_anomaly, budget_violation, low_confidence
+    channels: str  # "event", "webhook" or "event+webhook"
+    webhook_status: int | None = None
+    error: str = ""
 
 
 class Subscription:

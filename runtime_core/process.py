@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from runtime_core import crashpoints
-from runtime_core.agent.factory import build_model, build_tools
+from runtime_core.agent.factory import build_model, build_model_from, build_tools
 from runtime_core.agent.model import Model
 from runtime_core.agent.tools import Tool
 from runtime_core.bus import EventBus, MessageBroker
@@ -24,6 +24,7 @@ from runtime_core.delivery import DeadLetterReason, Delivery
 from runtime_core.events import (
     BudgetExceeded,
     ContextUpdated,
+    EscalationSent,
     EventNotifier,
     JournalDamaged,
     MissionComplete,
@@ -42,11 +43,13 @@ from runtime_core.events import (
 )
 from runtime_core.events import BudgetWarning as BudgetWarningEvent
 from runtime_core.governance.budget import Budget, BudgetViolation
-from runtime_core.governance.health import HealthMonitor
+from runtime_core.governance.escalation import EscalationTarget, Escalator
+from runtime_core.governance.health import HealthMonitor, args_hash
 from runtime_core.governance.health_actions import HealthKeeper
 from runtime_core.governance.hooks import DispatchResult, HookEvent, HookManager
 from runtime_core.governance.inbox import Inbox
-from runtime_core.governance.mission import Mission
+from runtime_core.governance.mission import Mission, MissionEvaluation
+from runtime_core.governance.mission_judge import build_evidence, judge
 from runtime_core.governance.payload_scan import scan_payload
 from runtime_core.governance.secrets import SecretScope
 from runtime_core.journal.factory import make_journal
@@ -135,6 +138,8 @@ class AgentProcess:
         self._stop_requested = False
         self._stopping = False
         self._background: set[asyncio.Task[Any]] = set()
+        self._escalations: set[asyncio.Task[None]] = set()
+        self._escalator = Escalator(self._bus, source=name)
         self._started_at: float | None = None
         self._last_activity = self._clock.monotonic()
         self._restart_task: asyncio.Task[None] | None = None
@@ -163,11 +168,14 @@ class AgentProcess:
             else None
         self._mission = Mission(self.config.mission, self._clock) \
             if self.config.mission.enabled else None
+        self._mission_judge: Model | None = None
+        self._judge_calls = 0
         self._health: HealthKeeper | None = None
         if self.config.health.enabled:
             monitor = HealthMonitor(self.config.health, process_id=name, clock=self._clock)
-            self._health = HealthKeeper(name, self.process_id, monitor, self._notifier, self._bus,
-                                        pause=self._pause_for_health, stop=self._stop_on_purpose)
+            self._health = HealthKeeper(name, self.process_id, monitor, self._notifier,
+                                        pause=self._pause_for_health, stop=self._stop_on_purpose,
+                                        escalate=self._escalate)
 
     # -- read-only views ---------------------------------------------------------------------
     @property
@@ -319,6 +327,8 @@ class AgentProcess:
     async def close(self) -> None:
         """stop(), then release what lives as long as the process object."""
         await self.stop()
+        if self._escalations:  # each send is bounded by its target's timeout
+            await asyncio.gather(*self._escalations, return_exceptions=True)
         self._conversation.clear()
         if self._secrets is not None:
             self._secrets.revoke_all()
@@ -710,7 +720,7 @@ class AgentProcess:
         if self._budget is not None:
             await self._act_on_budget()
         if self._mission is not None and succeeded:
-            await self._advance_mission()
+            await self._advance_mission(run)
         if self._any_hooks(HookEvent.RUN_END):
             await self._hook(HookEvent.RUN_END, {"run_id": run.run_id, "state": run.state.value,
                                                  "reason": run.reason, "reply": run.reply})
@@ -750,12 +760,12 @@ class AgentProcess:
                                            tool=first.tool))
         action = self.config.budget.on_exceeded
         target = self.config.budget.escalation
-        if action == "escalate" and target is not None and target.event_type:
-            self._bus.emit(target.event_type, {
+        if action == "escalate":
+            self._escalate(target, {
                 "type": "budget_violation", "process_id": self.process_id,
-                "process_name": self.name, "limit": first.limit,
-                "limit_value": first.limit_value, "current": first.would_be,
-                "tool": first.tool}, source=self.name)
+                "process_name": self.name, "violation": {
+                    "limit_name": first.limit, "limit_value": first.limit_value,
+                    "current_value": first.would_be, "tool_name": first.tool}})
         if action in ("pause", "escalate") and self.state is S.RUNNING:
             await self.suspend("budget")
         elif action == "stop":
@@ -765,19 +775,87 @@ class AgentProcess:
         if self._recorder is not None:  # the name, never the value
             self._recorder.secret_access(name)
 
-    async def _advance_mission(self) -> None:
+    async def _advance_mission(self, run: Run) -> None:
         assert self._mission is not None
         mission = self._mission
-        outcome = mission.after_run(self._context.state_snapshot())
+        evaluation: MissionEvaluation | None = None
+        if mission.count_run():
+            if mission.uses_model_judge:
+                evaluation = await self._judge_mission(run)
+            else:
+                evaluation = mission.check_state(self._context.state_snapshot())
+        outcome = mission.apply(evaluation)
         if outcome is None:
             return
         kind = {"complete": MissionComplete, "failed": MissionFailed}.get(outcome, MissionEvent)
-        self._notifier.emit(kind(process=self.name, state=mission.state,
-                                 invocations=mission.invocations, reason=mission.reason))
+        self._notifier.emit(kind(
+            process=self.name, state=mission.state, invocations=mission.invocations,
+            reason=mission.reason,
+            confidence=evaluation.confidence if evaluation is not None else None))
+        if outcome == "paused" and evaluation is not None:
+            self._escalate(self.config.mission.escalation, {
+                "type": "low_confidence", "process_id": self.process_id,
+                "process_name": self.name, "confidence": evaluation.confidence,
+                "reasoning": evaluation.reasoning})
         if outcome == "complete" and self.config.mission.auto_complete:
             await self._stop_on_purpose()  # a mission achieved is not restarted
         elif outcome == "failed":
             await self._stop_on_purpose()
+
+    async def _judge_mission(self, run: Run) -> MissionEvaluation:
+        assert self._mission is not None and self.config.mission.eval_model is not None
+        if self._mission_judge is None:
+            self._mission_judge = build_model_from(self.config.mission.eval_model,
+                                                   base_dir=self._base_dir)
+        tool_calls = [f"{step.name}({args_hash(step.args or {})[:8]})"
+                      for step in run.steps if step.kind == "tool"]
+        evidence = build_evidence(self.config.mission, self._context.state_snapshot(),
+                                  tool_calls, run.event, self._conversation.messages(),
+                                  self._mission.invocations)
+        if self._secrets is not None:
+            evidence = self._secrets.redact(evidence)
+        self._judge_calls += 1
+        return await judge(self._mission_judge, evidence, self._mission.invocations,
+                           judged_before=self._judge_calls - 1)
+
+    def resume_mission(self) -> None:
+        """Let a mission paused by an unsure judge be evaluated again."""
+        if self._mission is None:
+            raise RuntimeError(f"process {self.name!r} has no mission enabled")
+        self._mission.resume()
+        self._notifier.emit(MissionEvent(process=self.name, state="active",
+                                         invocations=self._mission.invocations,
+                                         reason="resumed by the operator"))
+        self._checkpoint_soon()
+
+    async def fail_mission(self, reason: str = "") -> None:
+        """Give up on the mission: it is marked failed and the process stops on purpose."""
+        if self._mission is None:
+            raise RuntimeError(f"process {self.name!r} has no mission enabled")
+        self._mission.fail(reason)
+        self._notifier.emit(MissionFailed(process=self.name, state="failed",
+                                          invocations=self._mission.invocations,
+                                          reason=self._mission.reason))
+        self._checkpoint_soon()
+        await self._stop_on_purpose()
+
+    def _escalate(self, target: EscalationTarget | None, payload: dict[str, Any]) -> None:
+        """Send an escalation without holding up the run that caused it; the outcome is
+        announced as an ``escalation.sent`` event. close() waits for sends in flight."""
+        if target is None:
+            return
+        channels = "+".join(name for name, on in (("event", target.event_type),
+                                                   ("webhook", target.webhook_url)) if on)
+
+        async def send() -> None:
+            outcome = await self._escalator.escalate(target, payload)
+            self._notifier.emit(EscalationSent(
+                process=self.name, reason=str(payload.get("type", "")), channels=channels,
+                webhook_status=outcome.webhook_status, error=outcome.error))
+
+        task = asyncio.create_task(send(), name=f"{self.name}-escalate")
+        self._escalations.add(task)
+        task.add_done_callback(self._escalations.discard)
 
     async def _pause_for_health(self) -> None:
         if self.state is S.RUNNING:  # pause and escalate suspend only a running process

@@ -13,7 +13,10 @@ from runtime_core.config import ProcessConfig, ToolDeclaration
 
 
 def build_model(config: ProcessConfig, *, base_dir: Path | None = None) -> Model:
-    setting = config.model
+    return build_model_from(config.model, base_dir=base_dir)
+
+
+def build_model_from(setting: str | ScriptedModelSpec, *, base_dir: Path | None = None) -> Model:
     if isinstance(setting, ScriptedModelSpec):
         return ScriptedModel(setting)
     if setting == "echo":

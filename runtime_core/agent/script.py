@@ -65,3 +65,19 @@ class ScriptedModelSpec(_Strict):
                     f"which is not in scripts: {', '.join(known)}"
                 )
         return self
+
+
+MODEL_STRING_HELP = (
+    "use 'echo' (offline, replies with a summary of the event) or "
+    "'scripted:<path to a YAML script>'"
+)
+
+
+def check_model_setting(value: str | ScriptedModelSpec) -> str | ScriptedModelSpec:
+    """Refuse a model string no adapter can build (a ValueError names the choices)."""
+    if isinstance(value, str):
+        provider, sep, rest = value.partition(":")
+        if value == "echo" or (provider == "scripted" and sep and rest.strip()):
+            return value
+        raise ValueError(f"unknown model {value!r}: {MODEL_STRING_HELP}")
+    return value

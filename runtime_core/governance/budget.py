@@ -13,15 +13,16 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from runtime_core.clock import Clock
-from runtime_core.governance.health import EscalationTarget, _KeyCheckedModel
+from runtime_core.governance.escalation import EscalationTarget
+from runtime_core.governance.keyed import KeyCheckedModel
 
 
-class ToolCostAnnotation(_KeyCheckedModel):
+class ToolCostAnnotation(KeyCheckedModel):
     cost_weight: Annotated[float, Field(gt=0)] = 1.0
     irreversible: bool = False
 
 
-class BudgetConfig(_KeyCheckedModel):
+class BudgetConfig(KeyCheckedModel):
     enabled: bool = False
     max_tool_calls_per_run: Annotated[int, Field(ge=1)] | None = None
     max_model_calls_per_run: Annotated[int, Field(ge=1)] | None = None

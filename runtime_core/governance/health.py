@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import sys
-import warnings
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
-from types import FrameType
-from typing import Annotated, Any, ClassVar, Literal, Protocol, Self
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field
 
 from runtime_core.clock import SystemClock
+from runtime_core.governance.escalation import EscalationTarget
+from runtime_core.governance.keyed import KeyCheckedModel
 
 __all__ = [
     "Anomaly",
@@ -35,69 +33,7 @@ __all__ = [
     "args_hash",
 ]
 
-STRICT_KEYS_CONTEXT = "strict_keys"
-
-
-def _caller_stacklevel() -> int:
-    """Stack level of the first frame outside pydantic and this module, so the warning points
-    at the caller's ``HealthConfig(...)`` line rather than at pydantic internals."""
-    level = 1
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename != __file__ and f"{os.sep}pydantic" not in filename:
-            return level
-        frame = frame.f_back
-        level += 1
-    return 2
-
-
-class _KeyCheckedModel(BaseModel):
-    """Unknown keys: rejected when validated with ``context={"strict_keys": True}`` (manifests,
-    API patches), otherwise dropped with a FutureWarning (Python callers, as the spec says)."""
-
-    model_config = ConfigDict(extra="ignore", validate_assignment=True, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _check_unknown_keys(cls, data: Any, info: ValidationInfo) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        unknown = sorted(str(k) for k in data if k not in cls.model_fields)
-        if not unknown:
-            return data
-        valid = ", ".join(cls.model_fields)
-        message = (
-            f"unknown {cls.__name__} key(s): {', '.join(unknown)}; valid keys are: {valid}"
-        )
-        context = info.context
-        if isinstance(context, Mapping) and context.get(STRICT_KEYS_CONTEXT):
-            raise ValueError(message)
-        warnings.warn(f"{message} (ignored)", FutureWarning, stacklevel=_caller_stacklevel())
-        return {k: v for k, v in data.items() if k in cls.model_fields}
-
-    @classmethod
-    def from_manifest(cls, data: Mapping[str, Any]) -> Self:
-        """Validate a manifest block or API patch; an unknown key raises ``ValueError``."""
-        return cls.model_validate(dict(data), context={STRICT_KEYS_CONTEXT: True})
-
-
-class EscalationTarget(_KeyCheckedModel):
-    """Where ``on_anomaly="escalate"`` sends its notification (delivery lives elsewhere)."""
-
-    webhook_url: str | None = None
-    event_type: str | None = None
-
-    @field_validator("webhook_url")
-    @classmethod
-    def _check_scheme(cls, value: str | None) -> str | None:
-        # Only the shape is checked here; the SSRF rules apply when the POST is sent.
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"webhook_url {value!r} must be an http:// or https:// URL")
-        return value
-
-
-class HealthConfig(_KeyCheckedModel):
+class HealthConfig(KeyCheckedModel):
     """Behavioral health settings; every field can change on a running process."""
 
     enabled: bool = False

@@ -5,28 +5,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime_core.events import EventNotifier, HealthAnomaly, HealthRecovered
+from runtime_core.governance.escalation import EscalationTarget
 from runtime_core.governance.health import Anomaly, HealthMonitor
-
-if TYPE_CHECKING:
-    from runtime_core.bus import EventBus
 
 log = logging.getLogger(__name__)
 
 Action = Callable[[], Awaitable[None]]
+Escalate = Callable[[EscalationTarget | None, dict[str, Any]], None]
 
 
 class HealthKeeper:
     def __init__(self, process: str, process_id: str, monitor: HealthMonitor,
-                 notifier: EventNotifier, event_bus: EventBus, *, pause: Action,
-                 stop: Action) -> None:
+                 notifier: EventNotifier, *, pause: Action, stop: Action,
+                 escalate: Escalate) -> None:
         self.process = process
         self.process_id = process_id
         self.monitor = monitor
         self.notifier = notifier
-        self.event_bus = event_bus
+        self._escalate_to = escalate
         self._pause = pause
         self._stop = stop
 
@@ -70,13 +69,10 @@ class HealthKeeper:
     def _escalate(self, anomaly: Anomaly) -> None:
         target = self.monitor.config.escalation
         if target is None:
+            log.warning("process %s: on_anomaly is escalate but no escalation target is set; "
+                        "suspending without notifying anyone", self.process)
             return
-        payload = {"type": "health_anomaly", "process_id": self.process_id,
-                   "process_name": self.process, "anomaly_type": anomaly.anomaly_type.value,
-                   "details": dict(anomaly.details)}
-        if target.event_type:
-            self.event_bus.emit(target.event_type, payload, source=self.process)
-        if target.webhook_url:
-            # Webhook delivery with its SSRF rules is not built yet (issue 5): say so loudly.
-            log.error("process %s: escalation webhook delivery is not available yet; "
-                      "use escalation.event_type", self.process)
+        self._escalate_to(target, {
+            "type": "health_anomaly", "process_id": self.process_id,
+            "process_name": self.process, "anomaly_type": anomaly.anomaly_type.value,
+            "details": dict(anomaly.details)})

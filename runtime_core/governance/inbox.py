@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from runtime_core.clock import Clock
-from runtime_core.governance.health import _KeyCheckedModel
+from runtime_core.governance.keyed import KeyCheckedModel
 
 MessageType = Literal["directive", "context", "question", "correction"]
 Priority = Literal["low", "normal", "high", "critical"]
@@ -24,7 +24,7 @@ _RANK = {"low": 0, "normal": 1, "high": 2, "critical": 3}
 ANSWER = re.compile(r"ANSWER Q(\d+):\s*(.*?)(?=ANSWER Q\d+:|\Z)", re.DOTALL)
 
 
-class InboxConfig(_KeyCheckedModel):
+class InboxConfig(KeyCheckedModel):
     enabled: bool = False
     max_messages: Annotated[int, Field(ge=1)] = 50
     max_message_length: Annotated[int, Field(ge=1)] = 2000

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from runtime_core.clock import Clock
-from runtime_core.governance.health import _KeyCheckedModel
+from runtime_core.governance.keyed import KeyCheckedModel
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -20,7 +20,7 @@ class SecretError(RuntimeError):
     pass
 
 
-class SecretScopeConfig(_KeyCheckedModel):
+class SecretScopeConfig(KeyCheckedModel):
     enabled: bool = False
     secrets: dict[str, str] = Field(default_factory=dict)  # name -> value or "${ENV_VAR}"
     default_ttl: Annotated[float, Field(gt=0)] | None = None

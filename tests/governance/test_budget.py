@@ -157,9 +157,10 @@ async def test_stop_and_escalate_actions() -> None:
         "escalation": {"event_type": "ops.budget"}}), tools=[act], event_bus=bus)
     await escalator.start()
     await run(escalator)
-    await wait_for(lambda: escalator.state is ProcessState.SUSPENDED)
+    await wait_for(lambda: escalator.state is ProcessState.SUSPENDED and bool(got))
     assert got[0]["data"]["type"] == "budget_violation"
-    assert got[0]["data"]["limit"] == "max_tool_calls_per_run"
+    assert got[0]["data"]["violation"]["limit_name"] == "max_tool_calls_per_run"
+    assert got[0]["data"]["violation"]["tool_name"] == "act"
     await escalator.stop()
 
 

@@ -74,7 +74,7 @@ async def test_escalate_emits_on_the_bus_then_suspends() -> None:
         "escalation": {"event_type": "ops.health"}}), tools=[poll], event_bus=bus)
     await process.start()
     await run(process, "stuck")
-    await wait_for(lambda: process.state is ProcessState.SUSPENDED)
+    await wait_for(lambda: process.state is ProcessState.SUSPENDED and bool(got))
     assert len(got) == 1
     assert got[0]["data"]["type"] == "health_anomaly"
     assert got[0]["data"]["anomaly_type"] == "stuck"
