@@ -13,7 +13,9 @@ from rich.markup import escape
 from promptui import __version__
 from promptui.headless import BUNDLED_DEMO, load_runtime, run_headless
 from promptui.journal_cli import journal_app, logs
+from promptui.locate_cli import locate
 from promptui.manifest_cli import init, validate
+from promptui.ui_cli import ui
 
 app = typer.Typer(
     add_completion=False,
@@ -23,8 +25,10 @@ app = typer.Typer(
 console = Console()
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 app.command("logs")(logs)
+app.command("locate")(locate)
 app.command("validate")(validate)
 app.command("init")(init)
+app.command("ui")(ui)
 app.add_typer(journal_app, name="journal")
 
 
@@ -37,7 +41,8 @@ def main_callback(
         console.print(f"promptui {__version__}")
         raise typer.Exit()
     if ctx.invoked_subcommand is None:
-        ctx.invoke(demo, seconds=None, as_json=False)
+        ctx.invoke(ui, paths=None, journal=None, theme=None, read_only=None, no_mouse=False,
+                   refresh=None, low_bandwidth=False)
 
 
 @app.command()

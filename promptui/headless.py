@@ -20,9 +20,11 @@ from runtime_core import AgentRuntime
 BUNDLED_DEMO = Path(__file__).resolve().parent.parent / "demo_manifests"
 
 
-def load_runtime(paths: list[Path]) -> tuple[AgentRuntime, list[str]]:
+def load_runtime(paths: list[Path], *,
+                 journal: Path | None = None) -> tuple[AgentRuntime, list[str]]:
     """A runtime with every process the given files and folders declare, and their warnings.
-    Raises ManifestError listing every problem."""
+    ``journal`` moves every journaling process's journal to that file. Raises ManifestError
+    listing every problem."""
     from runtime_core.manifest import Manifest, ManifestError, load_directory, load_manifest
 
     manifests: list[Manifest] = []
@@ -37,6 +39,10 @@ def load_runtime(paths: list[Path]) -> tuple[AgentRuntime, list[str]]:
             problems.extend(exc.problems)
     if problems:
         raise ManifestError(problems)
+    if journal is not None:
+        for manifest in manifests:
+            if manifest.config.journal.level != "none":
+                manifest.config.journal.path = str(journal)
     runtime = AgentRuntime()
     runtime._add_manifests(manifests)  # one validated batch
     return runtime, [w for m in manifests for w in m.warnings]

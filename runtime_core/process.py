@@ -226,6 +226,10 @@ class AgentProcess:
     def restart_count(self) -> int:
         return self._restart_count
 
+    def redact(self, text: str) -> str:
+        """``text`` with every active secret value replaced by ``[secret:name]``."""
+        return self._secrets.redact(text) if self._secrets is not None else text
+
     def recent_runs(self) -> list[Run]:
         """Finished runs, oldest first (the last 100)."""
         return list(self._recent_runs)

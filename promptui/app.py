@@ -1,0 +1,279 @@
+"""The control room: a Textual app over a ControlPlane. One pump drains the runtime's event
+stream at a fixed rate, folds it into the store and hands the active screen a batch to draw;
+widgets never see a runtime object and never get one call per event."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.screen import ModalScreen, Screen
+from textual.theme import Theme
+
+from promptui.actions import DASHBOARD_ACTIONS, GLOBAL_ACTIONS, ActionSpec
+from promptui.screens.dashboard import DashboardScreen
+from promptui.screens.dialogs import ConfirmDialog, InjectDialog, InjectRequest
+from promptui.screens.help import HelpScreen, TooSmallScreen
+from promptui.store import UIStore
+from runtime_core.control import ControlError, ControlPlane, EventStream
+
+MIN_SIZE = (80, 24)
+DRAIN_LIMIT = 20_000  # events folded per tick at most; the stream keeps the rest
+DEFAULT_HZ = 10.0
+LOW_BANDWIDTH_HZ = 3.0
+
+
+class ControlRoom(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "promptui"
+    BINDINGS = [spec.binding() for spec in GLOBAL_ACTIONS]
+
+    def __init__(
+        self,
+        control: ControlPlane,
+        *,
+        themes: Iterable[Theme] = (),
+        theme: str | None = None,
+        refresh_hz: float = DEFAULT_HZ,
+        low_bandwidth: bool = False,
+        keymap: dict[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+        start_runtime: bool = True,
+    ) -> None:
+        super().__init__()
+        self.control = control
+        self.store = UIStore()
+        self.clock = clock
+        self.low_bandwidth = low_bandwidth
+        self.refresh_hz = LOW_BANDWIDTH_HZ if low_bandwidth else max(1.0, min(30.0, refresh_hz))
+        self._themes = list(themes)
+        self._theme_name = theme
+        self._keymap = dict(keymap or {})
+        self._start_runtime = start_runtime
+        self._stream: EventStream | None = None
+        self._last_tick = 0.0
+        self._closed = False
+        self.pump_count = 0
+        if low_bandwidth:
+            self.animation_level = "none"
+
+    # -- start and stop --------------------------------------------------------------------
+    def on_mount(self) -> None:
+        for theme in self._themes:
+            self.register_theme(theme)
+        if self._theme_name and self._theme_name in self.available_themes:
+            self.theme = self._theme_name
+        elif self._themes:
+            self.theme = self._themes[0].name
+        if self._keymap:
+            self.set_keymap(self._keymap)
+        self._stream = self.control.subscribe(maxsize=50_000)
+        self._last_tick = time.monotonic()
+        self.push_screen(DashboardScreen())
+        self.set_interval(1.0 / self.refresh_hz, self.pump, name="ui-pump")
+        if self._start_runtime:
+            self.run_worker(self._start_all(), name="start-runtime", group="runtime")
+        self._check_size()
+
+    async def _start_all(self) -> None:
+        try:
+            await self.control.start_all()
+        except Exception as exc:  # one process failing to start must not take the room down
+            self.notify(f"a process failed to start: {exc}", severity="error", timeout=10)
+
+    async def action_quit(self) -> None:
+        await self.shutdown()
+        self.exit()
+
+    async def shutdown(self) -> None:
+        """Stop the embedded runtime cleanly: queued events are journaled, nothing is lost."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._stream is not None:
+            self._stream.close()
+        await self.control.close()
+
+    async def on_unmount(self) -> None:
+        await self.shutdown()
+
+    # -- the pump ----------------------------------------------------------------------------
+    async def pump(self) -> None:
+        if self._stream is None or self._closed:
+            return
+        now_mono = time.monotonic()
+        elapsed, self._last_tick = now_mono - self._last_tick, now_mono
+        events = self._stream.drain(DRAIN_LIMIT)
+        self.store.dropped = self._stream.dropped
+        summaries = await self.control.list_processes()
+        now = self.clock()
+        self.store.update_processes(summaries)
+        feed, activity = self.store.ingest(events, now, elapsed)
+        self.pump_count += 1
+        screen = self.screen
+        show = getattr(screen, "show", None)
+        if isinstance(screen, ModalScreen) or show is None:
+            return  # a dialog is up: the screen underneath catches up on the next tick
+        result = show(self.store, now, feed, activity)
+        if inspect.isawaitable(result):
+            await result
+
+    def on_screen_resume(self) -> None:
+        pass
+
+    # -- navigation --------------------------------------------------------------------------
+    def open_process(self, name: str) -> None:
+        from promptui.screens.detail import ProcessDetailScreen
+
+        self.push_screen(ProcessDetailScreen(name))
+
+    def current_process(self) -> str | None:
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, ModalScreen):
+                continue
+            finder = getattr(screen, "current_process", None)
+            return finder() if callable(finder) else None
+        return None
+
+    # -- actions on the current process ---------------------------------------------------
+    def _target(self, what: str) -> str | None:
+        if isinstance(self.screen, ModalScreen):
+            return None  # keys typed into a dialog are not commands
+        if self.control.read_only:
+            self.notify(f"read-only: {what} is disabled (started with --read-only)",
+                        severity="warning", timeout=4)
+            return None
+        name = self.current_process()
+        if name is None:
+            self.notify("no process selected", severity="warning", timeout=3)
+        return name
+
+    def command(self, label: str, call: Callable[[], Awaitable[Any]],
+                done: Callable[[Any], str] | None = None) -> None:
+        """Run a control-plane command without blocking the UI; say how it went."""
+
+        async def go() -> None:
+            try:
+                result = await call()
+            except ControlError as exc:
+                self.notify(str(exc), severity="error", timeout=6)
+                return
+            except Exception as exc:  # the runtime said no: show it, keep the room up
+                self.notify(f"{label} failed: {exc}", severity="error", timeout=8)
+                return
+            self.notify(done(result) if done else f"{label}: done", timeout=3)
+            await self.pump()
+
+        self.run_worker(go(), group="commands", name=label)
+
+    def _state_of(self, name: str) -> str:
+        row = self.store.processes.get(name)
+        return row.state if row is not None else ""
+
+    def action_start_stop(self) -> None:
+        name = self._target("start/stop")
+        if name is None:
+            return
+        if self._state_of(name) in ("created", "stopped", "failed"):
+            self.command(f"start {name}", lambda: self.control.start(name))
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.command(f"stop {name}", lambda: self.control.stop(name))
+
+        self.push_screen(ConfirmDialog(
+            f"Stop {name}?", "Runs in flight finish; queued events go to the dead letters, "
+            "journaled, ready to redeliver.", "Stop"), confirmed)
+
+    def action_suspend_resume(self) -> None:
+        name = self._target("suspend/resume")
+        if name is None:
+            return
+        if self._state_of(name) == "suspended":
+            self.command(f"resume {name}", lambda: self.control.resume(name))
+        else:
+            self.command(f"suspend {name}", lambda: self.control.suspend(name))
+
+    def action_restart(self) -> None:
+        name = self._target("restart")
+        if name is None:
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.command(f"restart {name}", lambda: self.control.restart(name))
+
+        self.push_screen(ConfirmDialog(
+            f"Restart {name}?", "It stops (runs in flight finish) and starts again.",
+            "Restart"), confirmed)
+
+    def action_inject(self) -> None:
+        name = self._target("inject")
+        if name is None:
+            return
+
+        def send(request: InjectRequest | None) -> None:
+            if request is not None:
+                self.command(f"inject into {name}", lambda: self.control.inject(
+                    name, request.payload, request.trigger_type),
+                    lambda event_id: f"event {str(event_id)[:8]} queued for {name}")
+
+        self.push_screen(InjectDialog(name), send)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen | TooSmallScreen):
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    def action_cycle_theme(self) -> None:
+        names = [t.name for t in self._themes] or sorted(self.available_themes)
+        current = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(current + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    # -- command palette -------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        specs: list[ActionSpec] = [*GLOBAL_ACTIONS]
+        if isinstance(screen, DashboardScreen):
+            specs += [s for s in DASHBOARD_ACTIONS if s.palette]
+        specs += list(getattr(screen, "PALETTE_ACTIONS", ()))
+        for spec in specs:
+            if not spec.palette or spec.action == "quit":
+                continue
+            target = self if spec in GLOBAL_ACTIONS else screen
+            yield SystemCommand(spec.description, f"{spec.keys} · {spec.binding_id}",
+                                _runner(target, spec.action))
+        for theme in self._themes:
+            yield SystemCommand(f"Theme: {theme.name}", "switch to this theme",
+                                _theme_setter(self, theme.name))
+
+    # -- too small -----------------------------------------------------------------------------
+    def on_resize(self) -> None:
+        self._check_size()
+
+    def _check_size(self) -> None:
+        small = self.size.width < MIN_SIZE[0] or self.size.height < MIN_SIZE[1]
+        showing = isinstance(self.screen, TooSmallScreen)
+        if small and not showing:
+            self.push_screen(TooSmallScreen(MIN_SIZE))
+        elif not small and showing:
+            self.pop_screen()
+
+
+def _runner(target: Any, action: str) -> Callable[[], Any]:
+    def run() -> Any:
+        return getattr(target, f"action_{action}")()
+
+    return run
+
+
+def _theme_setter(app: ControlRoom, name: str) -> Callable[[], None]:
+    def set_theme() -> None:
+        app.theme = name
+
+    return set_theme

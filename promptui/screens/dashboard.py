@@ -1,0 +1,139 @@
+"""The dashboard: the process table, the selected process's queue and event-rate sparklines,
+the anomaly feed and the activity log."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Label, Sparkline
+
+from promptui.actions import DASHBOARD_ACTIONS
+from promptui.store import FeedLine, UIStore
+from promptui.widgets.feeds import ActivityLog, AnomalyFeed
+from promptui.widgets.header import StatusHeader
+from promptui.widgets.process_table import ProcessTable
+
+if TYPE_CHECKING:
+    from promptui.app import ControlRoom
+
+
+class DashboardScreen(Screen[None]):
+    BINDINGS = [spec.binding() for spec in DASHBOARD_ACTIONS]
+
+    app: ControlRoom
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader(id="header")
+        yield ProcessTable(id="processes")
+        with Horizontal(id="sparks"):
+            yield Label("", id="spark-label")
+            yield Sparkline([], id="queue-spark")
+            yield Sparkline([], id="rate-spark")
+        with Horizontal(id="feeds"):
+            yield AnomalyFeed(id="feed")
+            yield ActivityLog(id="activity")
+        yield Input(placeholder="filter: regex on name or state, !re inverts; enter keeps, "
+                    "esc clears", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.query_one(ProcessTable).focus()
+
+    @property
+    def table(self) -> ProcessTable:
+        return self.query_one(ProcessTable)
+
+    @property
+    def feed(self) -> AnomalyFeed:
+        return self.query_one(AnomalyFeed)
+
+    def current_process(self) -> str | None:
+        return self.table.selected_name
+
+    # -- the pump writes here (only while this screen is active) -------------------------
+    def show(self, store: UIStore, now: float, feed: list[FeedLine],
+             activity: list[str]) -> None:
+        self.query_one(StatusHeader).show(self.app.control.name, store, now,
+                                          self.app.control.read_only)
+        self.table.sync(store.processes, now)
+        self.feed.add(feed)
+        self.query_one(ActivityLog).add(activity, now)
+        self._show_sparks(store)
+
+    def _show_sparks(self, store: UIStore) -> None:
+        name = self.table.selected_name
+        label = self.query_one("#spark-label", Label)
+        queue = self.query_one("#queue-spark", Sparkline)
+        rate = self.query_one("#rate-spark", Sparkline)
+        if name is None or name not in store.processes:
+            label.update("no process selected")
+            queue.data, rate.data = [], []
+            return
+        queue_points = list(store.queue_history.get(name, ()))
+        rate_points = list(store.rate_history.get(name, ()))
+        now_rate = rate_points[-1] if rate_points else 0.0
+        label.update(f"{name[:24]}\nqueue {store.processes[name].queue_depth:<4} "
+                     f"· {now_rate:5.1f} ev/s")
+        queue.data, rate.data = queue_points, rate_points
+
+    def replay(self, store: UIStore) -> None:
+        """Refill the logs from the store after another screen was on top."""
+        self.feed.clear()
+        self.feed.add(list(store.feed)[-200:])
+        activity = self.query_one(ActivityLog)
+        activity.clear()
+        activity.write_lines(list(store.activity)[-200:])
+
+    @on(DataTable.RowHighlighted)
+    def _selection_moved(self) -> None:
+        self._show_sparks(self.app.store)
+
+    @on(DataTable.RowSelected)
+    def _row_chosen(self) -> None:
+        self.action_open_process()
+
+    # -- actions ---------------------------------------------------------------------------
+    def action_open_process(self) -> None:
+        name = self.current_process()
+        if name is not None:
+            self.app.open_process(name)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        error = self.table.set_filter(event.value)
+        event.input.border_subtitle = error or ""
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self, event: Input.Submitted) -> None:
+        event.input.display = bool(event.value)
+        self.table.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.display or self.table.filter_text:
+            box.value = ""
+            box.display = False
+            self.table.set_filter("")
+            self.table.focus()
+
+    def action_sort(self) -> None:
+        self.notify(f"sorted by {self.table.cycle_sort()}", timeout=2)
+
+    def action_sort_reverse(self) -> None:
+        if self.table.sort_column is None:
+            self.table.cycle_sort("name")
+        self.notify(f"sorted by {self.table.cycle_sort(self.table.sort_column)}", timeout=2)
+
+    def action_pause_feed(self) -> None:
+        paused = self.feed.toggle_pause()
+        self.notify("anomaly feed paused" if paused else "anomaly feed resumed", timeout=2)

@@ -1,0 +1,165 @@
+"""Modal dialogs: confirm (Cancel focused), inject an event (a JSON payload validated before it
+is sent) and reconcile a run whose write outcome is unknown."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static, TextArea
+
+
+class ConfirmDialog(ModalScreen[bool]):
+    """Yes/no for a destructive action; Cancel has the focus so Enter does nothing harmful."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel")]
+
+    def __init__(self, title: str, body: str, confirm_label: str = "Confirm") -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = title
+        self.body = body
+        self.confirm_label = confirm_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Static(self.body, classes="dialog-body")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button(self.confirm_label, id="confirm", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    @on(Button.Pressed, "#confirm")
+    def _confirm(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+@dataclass(frozen=True, slots=True)
+class InjectRequest:
+    trigger_type: str
+    payload: dict[str, Any]
+
+
+def parse_payload(text: str) -> tuple[dict[str, Any] | None, str]:
+    """The payload as a dict, or None and an error that says where and how to fix it."""
+    if not text.strip():
+        return {}, ""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    if not isinstance(value, dict):
+        return None, f"the payload must be a JSON object {{...}}, not a {type(value).__name__}"
+    return value, ""
+
+
+class InjectDialog(ModalScreen[InjectRequest | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel"),
+                Binding("ctrl+s", "send", "Send", id="promptui.dialog.send")]
+
+    def __init__(self, process: str, payload: str = '{\n  "task": "check"\n}') -> None:
+        super().__init__(classes="dialog-screen")
+        self.process = process
+        self.initial = payload
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label(f"Inject an event into {self.process}", classes="dialog-title")
+            yield Input("manual", placeholder="trigger type", id="trigger-type")
+            yield TextArea(self.initial, id="payload", soft_wrap=True, tab_behavior="indent",
+                           show_line_numbers=False)
+            yield Static("", id="payload-error", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Send (ctrl+s)", id="send", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#payload", TextArea).focus()
+
+    @on(TextArea.Changed)
+    def _validate_live(self) -> None:
+        _, error = parse_payload(self.query_one("#payload", TextArea).text)
+        self.query_one("#payload-error", Static).update(error and f"Invalid JSON: {error}")
+        self.query_one("#send", Button).disabled = bool(error)
+
+    @on(Button.Pressed, "#send")
+    def action_send(self) -> None:
+        payload, error = parse_payload(self.query_one("#payload", TextArea).text)
+        if payload is None:
+            self.query_one("#payload-error", Static).update(f"Invalid JSON: {error}")
+            return
+        trigger = self.query_one("#trigger-type", Input).value.strip() or "manual"
+        self.dismiss(InjectRequest(trigger, payload))
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileChoice:
+    outcome: str  # "applied", "not_applied", "failed"
+    result: Any
+    note: str
+
+
+class ReconcileDialog(ModalScreen[ReconcileChoice | None]):
+    """The write a crash left unknown: the tool, its arguments and idempotency key; the
+    operator says whether it happened (with the observed result), did not, or fails the run."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel")]
+
+    def __init__(self, process: str, detail: dict[str, Any]) -> None:
+        super().__init__(classes="dialog-screen")
+        self.process = process
+        self.detail = detail
+
+    def compose(self) -> ComposeResult:
+        d = self.detail
+        args = json.dumps(d.get("args", {}), indent=1, default=str, ensure_ascii=False)
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label(f"Reconcile run {str(d.get('run_id', ''))[:12]} of {self.process}",
+                        classes="dialog-title")
+            yield Static(
+                f"[b]Tool[/b] {d.get('tool', '')}   [b]step[/b] {d.get('step', '')}\n"
+                f"[b]Idempotency key[/b] {d.get('idempotency_key', '')}\n"
+                f"[b]Why[/b] {d.get('reason', '')}\n[b]Arguments[/b] {args}",
+                classes="dialog-body", markup=True)
+            yield Input(placeholder="observed result (JSON or text) if it was applied",
+                        id="result")
+            yield Input(placeholder="note for the journal (optional)", id="note")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Applied", id="applied", variant="success")
+                yield Button("Not applied", id="not_applied", variant="warning")
+                yield Button("Fail run", id="failed", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    @on(Button.Pressed, "#applied, #not_applied, #failed")
+    def _decide(self, event: Button.Pressed) -> None:
+        raw = self.query_one("#result", Input).value
+        try:
+            result: Any = json.loads(raw) if raw.strip() else None
+        except json.JSONDecodeError:
+            result = raw  # plain text is a fine observation
+        outcome = str(event.button.id)
+        self.dismiss(ReconcileChoice(outcome, result if outcome == "applied" else None,
+                                     self.query_one("#note", Input).value))
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

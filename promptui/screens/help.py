@@ -1,0 +1,79 @@
+"""``?``: every binding of the screen underneath, with its id (for the keymap in config.toml)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Label, Static
+
+
+def key_display(screen: Screen[object], key: str) -> str:
+    return screen.app.get_key_display(Binding(key, ""))
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss_help", "Close",
+                        id="promptui.help.close")]
+
+    def __init__(self, under: Screen[object]) -> None:
+        super().__init__(classes="dialog-screen")
+        self.under = under
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(keys, description, binding id) for each action reachable on ``under``."""
+        seen: dict[str, tuple[list[str], str]] = {}
+        for key, active in self.under.active_bindings.items():
+            binding = active.binding
+            if not binding.description or binding.action in ("command_palette",):
+                continue
+            ident = binding.id or binding.action
+            keys, _ = seen.setdefault(ident, ([], binding.description))
+            display = key_display(self.under, key)
+            if display not in keys:
+                keys.append(display)
+        rows = [(" ".join(keys), desc, ident) for ident, (keys, desc) in seen.items()]
+        rows.append((key_display(self.under, "ctrl+p"), "Command palette (every action)",
+                     "command_palette"))
+        return rows
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, expand=True, show_header=True, header_style="bold")
+        table.add_column("Key", no_wrap=True, style="bold")
+        table.add_column("Action")
+        table.add_column("Binding id (remap in config.toml)", style="dim", no_wrap=True)
+        for keys, description, ident in self.rows():
+            table.add_row(keys, description, ident)
+        where = type(self.under).__name__.removesuffix("Screen")
+        with VerticalScroll(classes="dialog dialog-wide", id="help"):
+            yield Label(f"Keys on this screen ({where})", classes="dialog-title")
+            yield Static(table)
+            yield Static(Text("Remap: [keymap] in the file `promptui locate config` prints. "
+                              "Esc closes.", style="dim"))
+
+    def action_dismiss_help(self) -> None:
+        self.dismiss(None)
+
+
+class TooSmallScreen(ModalScreen[None]):
+    """Shown instead of a squashed layout; it goes away by itself once the terminal grows."""
+
+    def __init__(self, need: tuple[int, int]) -> None:
+        super().__init__(id="too-small")
+        self.need = need
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="too-small-text")
+
+    def on_mount(self) -> None:
+        self.on_resize()
+
+    def on_resize(self, _event: object = None) -> None:
+        size = self.app.size
+        self.query_one("#too-small-text", Static).update(
+            f"Terminal too small: {size.width}x{size.height}.\n"
+            f"promptui needs at least {self.need[0]}x{self.need[1]}.\n"
+            "Enlarge the window (or press q to quit).")

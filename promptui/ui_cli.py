@@ -1,0 +1,83 @@
+"""``promptui ui``: the control room over an embedded runtime."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from promptui.headless import BUNDLED_DEMO, load_runtime
+
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def ui(
+    paths: list[Path] = typer.Argument(None, help="Manifest files or folders of .agent files "
+                                       "(default: the bundled demo)."),
+    journal: Path | None = typer.Option(None, "--journal", help="Journal file for every "
+                                        "journaling process (default: .promptui/journal.db)."),
+    theme: str | None = typer.Option(None, "--theme", help="Theme name (t cycles them)."),
+    read_only: bool | None = typer.Option(None, "--read-only/--read-write",
+                                          help="Watch only: every mutating action is off."),
+    no_mouse: bool = typer.Option(False, "--no-mouse", help="Leave the mouse to the "
+                                  "terminal (native text selection)."),
+    refresh: float | None = typer.Option(None, "--refresh", min=1, max=30,
+                                         help="UI refresh rate in Hz (default 10)."),
+    low_bandwidth: bool = typer.Option(False, "--low-bandwidth", help="For SSH: a 3 Hz pump, "
+                                       "no animations, a 256-colour-safe theme."),
+) -> None:
+    """Open the control room on manifests (or the bundled demo)."""
+    from promptui.settings import SettingsError, load_settings, user_themes_dir
+    from promptui.themes import LOW_BANDWIDTH_THEME, load_themes
+    from runtime_core.manifest import ManifestError
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    low = low_bandwidth or settings.low_bandwidth
+    if low:
+        os.environ.setdefault("TEXTUAL_FPS", "10")  # read when the app starts drawing
+        os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+    targets = list(paths) if paths else [BUNDLED_DEMO]
+    try:
+        runtime, warnings = load_runtime(targets, journal=journal)
+    except ManifestError as exc:
+        for problem in exc.problems:
+            err.print(escape(str(problem)))
+        raise typer.Exit(1) from None
+    themes, theme_warnings = load_themes(user_themes_dir())
+    for warning in [*warnings, *theme_warnings]:
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    chosen = theme or (LOW_BANDWIDTH_THEME if low else settings.theme)
+    if chosen not in {t.name for t in themes} and chosen not in _builtin_theme_names():
+        err.print(f"[red]error:[/red] unknown theme {chosen!r}; choose one of: "
+                  + ", ".join(t.name for t in themes))
+        raise typer.Exit(2)
+    from promptui.app import ControlRoom
+    from runtime_core.control import LocalControl
+
+    # The runtime's log lines would scribble over the screen: keep them in a file.
+    log_dir = Path(".promptui")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(filename=log_dir / "promptui.log", level=logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    name = "demo" if not paths else ", ".join(p.name for p in targets)[:24]
+    control = LocalControl(runtime, name=name,
+                           read_only=settings.read_only if read_only is None else read_only)
+    app = ControlRoom(control, themes=themes, theme=chosen,
+                      refresh_hz=refresh or settings.refresh_hz, low_bandwidth=low,
+                      keymap=settings.keymap)
+    app.run(mouse=not no_mouse and settings.mouse)  # quitting closes the runtime
+    err.print("Stopped cleanly; queued events and dead letters are kept in the journal.")
+
+
+def _builtin_theme_names() -> set[str]:
+    from textual.theme import BUILTIN_THEMES
+
+    return set(BUILTIN_THEMES)

@@ -1,0 +1,42 @@
+"""The one-line header: runtime name, clock, process counts by state, events/s, total queued
+and a read-only badge."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.widgets import Static
+
+from promptui.store import UIStore
+
+STATE_MARKS = (("running", "●", "green"), ("suspended", "◐", "yellow"),
+               ("failed", "✖", "red"), ("stopped", "○", "grey50"))
+
+
+class StatusHeader(Static):
+    DEFAULT_CSS = """
+    StatusHeader { height: 1; width: 1fr; }
+    """
+
+    def show(self, runtime_name: str, store: UIStore, now: float, read_only: bool) -> None:
+        counts = store.counts_by_state()
+        text = Text()
+        text.append(" promptui ", style="bold reverse")
+        text.append(f" {runtime_name} ", style="bold")
+        text.append(time.strftime("%H:%M:%S", time.localtime(now)), style="dim")
+        text.append("  ")
+        for state, mark, style in STATE_MARKS:
+            n = counts.get(state, 0)
+            if n or state in ("running", "failed"):
+                text.append(f"{mark} {n} {state}  ", style=style if n else "dim")
+        others = sum(v for k, v in counts.items() if k not in {s for s, _, _ in STATE_MARKS})
+        if others:
+            text.append(f"◌ {others} other  ", style="cyan")
+        text.append(f"{store.events_per_second:5.0f} ev/s", style="bold")
+        text.append(f"  queued {store.total_queued}")
+        if store.dropped:
+            text.append(f"  dropped {store.dropped}", style="red")
+        if read_only:
+            text.append("  READ-ONLY ", style="bold black on yellow")
+        self.update(text)

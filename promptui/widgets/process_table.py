@@ -1,0 +1,250 @@
+"""The process table: one DataTable, rows keyed by process name, updated by diff (only the
+cells that changed), stable order, sortable by any column, filtered by a regex (``!`` in front
+inverts it). The selected process stays selected whatever the updates do to the rows."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
+
+from runtime_core.control import ProcessSummary
+
+STATE_STYLES = {
+    "running": "bold green",
+    "suspended": "bold yellow",
+    "failed": "bold red",
+    "stopped": "dim",
+    "created": "dim",
+    "starting": "cyan",
+    "stopping": "cyan",
+    "restarting": "magenta",
+}
+BAR_WIDTH = 4
+BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    width: int | None
+
+
+# Widths fit 80 columns with a one-space gutter (cell_padding=0, see below).
+COLUMNS = (
+    Column("name", "Process", 16),
+    Column("state", "State", 11),
+    Column("queue", "Queue", 10),
+    Column("runs", "Run", 4),
+    Column("invocations", "Done", 6),
+    Column("failures", "Fail", 5),
+    Column("dead", "Dead", 5),
+    Column("health", "Health", 8),
+    Column("budget", "Bdgt", 5),
+    Column("last", "Last", 5),
+)
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86400:.0f}d"
+
+
+def queue_bar(depth: int, capacity: int) -> Text:
+    share = 0.0 if capacity <= 0 else min(1.0, depth / capacity)
+    full = share * BAR_WIDTH
+    cells = "".join(BLOCKS[min(8, max(0, round((full - i) * 8)))] for i in range(BAR_WIDTH))
+    style = "red" if share >= 0.8 else "yellow" if share >= 0.5 else "green"
+    text = Text(f"{depth:>4} ")
+    text.append(cells, style=style)
+    return text
+
+
+def pad(value: Text | str) -> Text | str:
+    """A leading space as the column gutter (the table's own padding is off to save width)."""
+    if isinstance(value, Text):
+        return Text(" ") + value
+    return " " + value
+
+
+def cells(row: ProcessSummary, now: float) -> dict[str, Text | str]:
+    state = row.state + ("*" if row.suspend_reason else "")
+    health_style = "green" if row.health == "ok" else "dim" if row.health == "off" else "yellow"
+    budget = "-" if row.budget_use is None else f"{row.budget_use * 100:.0f}%"
+    budget_style = "red" if (row.budget_use or 0) >= 1 else "yellow" if (
+        row.budget_use or 0) >= 0.8 else ""
+    return {key: pad(value) for key, value in {
+        "name": Text(row.name, style="bold" if row.waiting_runs else ""),
+        "state": Text(state, style=STATE_STYLES.get(row.state, "")),
+        "queue": queue_bar(row.queue_depth, row.queue_capacity),
+        "runs": str(row.active_runs) if not row.waiting_runs else Text(
+            f"{row.active_runs}!", style="bold red"),
+        "invocations": str(row.invocations),
+        "failures": Text(str(row.failure_streak), style="red" if row.failure_streak else ""),
+        "dead": Text(str(row.dead_letters), style="yellow" if row.dead_letters else ""),
+        "health": Text(row.health.replace(" anomalies", " anom").replace(" anomaly", " anom"),
+                       style=health_style),
+        "budget": Text(budget, style=budget_style),
+        "last": age(now - row.last_run_at) if row.last_run_at is not None else "-",
+    }.items()}
+
+
+SORT_VALUES: dict[str, Callable[[ProcessSummary], object]] = {
+    "name": lambda r: r.name,
+    "state": lambda r: r.state,
+    "queue": lambda r: r.queue_depth,
+    "runs": lambda r: r.active_runs,
+    "invocations": lambda r: r.invocations,
+    "failures": lambda r: r.failure_streak,
+    "dead": lambda r: r.dead_letters,
+    "health": lambda r: r.health,
+    "budget": lambda r: r.budget_use or 0.0,
+    "last": lambda r: -(r.last_run_at or 0.0),
+}
+
+
+class ProcessTable(DataTable[Text | str]):
+    """Rows keyed by process name; ``sync`` applies the store's latest rows as a diff."""
+
+    DEFAULT_CSS = """
+    ProcessTable { height: auto; max-height: 100%; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, cell_padding=0,
+                         **kwargs)  # type: ignore[arg-type]
+        self._rendered: dict[str, dict[str, Text | str]] = {}
+        self._rows: dict[str, ProcessSummary] = {}
+        self.sort_column: str | None = None
+        self.sort_reverse = False
+        self.filter_text = ""
+        self._pattern: re.Pattern[str] | None = None
+        self._inverse = False
+
+    def on_mount(self) -> None:
+        for column in COLUMNS:
+            self.add_column(" " + column.label, key=column.key, width=column.width)
+
+    # -- what the operator chose ----------------------------------------------------------
+    @property
+    def selected_name(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+        except Exception:
+            return None
+        return str(key.value) if key.value is not None else None
+
+    def set_filter(self, text: str) -> str | None:
+        """Apply a regex filter (``!re`` inverts); returns an error message for a bad regex."""
+        inverse = text.startswith("!")
+        body = text[1:] if inverse else text
+        try:
+            pattern = re.compile(body, re.IGNORECASE) if body else None
+        except re.error as exc:
+            return f"bad filter {body!r}: {exc}"
+        self.filter_text, self._pattern, self._inverse = text, pattern, inverse
+        self._resync()
+        return None
+
+    def cycle_sort(self, column: str | None = None) -> str:
+        """Sort by ``column`` (or the next column); the same column again reverses."""
+        keys = [c.key for c in COLUMNS]
+        if column is None:
+            column = keys[(keys.index(self.sort_column) + 1) % len(keys)] \
+                if self.sort_column in keys else keys[0]
+            self.sort_reverse = False
+        elif column == self.sort_column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_reverse = False
+        self.sort_column = column
+        self._apply_sort()
+        label = next(c.label for c in COLUMNS if c.key == column)
+        return f"{label} {'descending' if self.sort_reverse else 'ascending'}"
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        self.cycle_sort(str(event.column_key.value))
+
+    # -- the diff --------------------------------------------------------------------------
+    def _visible(self, row: ProcessSummary) -> bool:
+        if self._pattern is None:
+            return True
+        found = bool(self._pattern.search(row.name) or self._pattern.search(row.state))
+        return found != self._inverse
+
+    def sync(self, rows: dict[str, ProcessSummary], now: float) -> None:
+        self._rows = dict(rows)
+        self._now = now
+        selected = self.selected_name
+        structure_changed = False
+        wanted = [name for name, row in rows.items() if self._visible(row)]
+        for gone in [name for name in self._rendered if name not in wanted]:
+            with contextlib.suppress(RowDoesNotExist):
+                self.remove_row(gone)
+            del self._rendered[gone]
+            structure_changed = True
+        sort_dirty = False
+        for name in wanted:
+            fresh = cells(rows[name], now)
+            old = self._rendered.get(name)
+            if old is None:
+                self.add_row(*(fresh[c.key] for c in COLUMNS), key=name)
+                structure_changed = sort_dirty = True
+            else:
+                for column in COLUMNS:
+                    value = fresh[column.key]
+                    if old[column.key] != value:
+                        self.update_cell(name, column.key, value)
+                        if column.key == self.sort_column:
+                            sort_dirty = True
+            self._rendered[name] = fresh
+        if sort_dirty and self.sort_column is not None:
+            self._apply_sort()
+            structure_changed = True
+        if structure_changed and selected is not None:
+            self.select(selected)
+
+    def _resync(self) -> None:
+        if self._rows:
+            self.sync(self._rows, getattr(self, "_now", 0.0))
+
+    def _apply_sort(self) -> None:
+        column = self.sort_column
+        if column is None or not self.row_count:
+            return
+        selected = self.selected_name
+        value = SORT_VALUES[column]
+        rows = self._rows
+
+        def key(name_cell: object) -> object:
+            row = rows.get(str(name_cell).strip())  # the name cell is the row's key
+            return (value(row), row.name) if row is not None else ("", "")
+
+        self.sort("name", key=key, reverse=self.sort_reverse)
+        if selected is not None:
+            self.select(selected)
+
+    def select(self, name: str) -> None:
+        try:
+            index = self.get_row_index(name)
+        except RowDoesNotExist:
+            return
+        if index != self.cursor_row:
+            self.move_cursor(row=index, animate=False)

@@ -1,0 +1,415 @@
+"""The control plane: the one interface the control room and the CLI use to see and steer a
+runtime. ``LocalControl`` wraps an in-process ``AgentRuntime``; a remote transport speaks the
+same protocol over HTTP. Everything crossing it is plain data (frozen dataclasses of strings,
+numbers, dicts), never a runtime object, so a widget cannot reach into a process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from runtime_core.events import EventNotifier, RuntimeEvent
+from runtime_core.triggers.base import TriggerEvent
+
+if TYPE_CHECKING:
+    from runtime_core.process import AgentProcess
+    from runtime_core.runs import Run
+    from runtime_core.runtime import AgentRuntime
+
+__all__ = [
+    "ControlError",
+    "ControlPlane",
+    "DeadLetterView",
+    "EventStream",
+    "LocalControl",
+    "ProcessDetail",
+    "ProcessSummary",
+    "QueuedEventView",
+    "ReadOnlyError",
+    "RunView",
+    "StepView",
+]
+
+PREVIEW_CHARS = 200
+
+
+class ControlError(RuntimeError):
+    """A command could not be carried out; the message says why and what to do."""
+
+
+class ReadOnlyError(ControlError):
+    """A mutating command on a read-only control plane."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSummary:
+    """One row of the process table."""
+
+    name: str
+    state: str
+    suspend_reason: str
+    queue_depth: int
+    queue_capacity: int
+    active_runs: int
+    invocations: int
+    failure_streak: int
+    restarts: int
+    dead_letters: int
+    waiting_runs: int
+    pending_retries: int
+    health: str  # "off", "ok" or "<n> anomalies"
+    budget_use: float | None  # the highest share of any limit used, None when off
+    mission_state: str
+    last_run_at: float | None  # epoch seconds of the last finished run
+    last_outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    index: int
+    kind: str  # "model", "tool", "refused"
+    name: str
+    args: dict[str, Any]
+    result: str
+    ok: bool
+    duration_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    run_id: str
+    event_id: str
+    trigger_type: str
+    state: str
+    reason: str
+    error: str
+    reply: str
+    attempt: int
+    started_at: float | None
+    finished_at: float | None
+    waiting_reason: str
+    write_in_flight: str
+    steps: tuple[StepView, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedEventView:
+    event_id: str
+    trigger_type: str
+    trigger_id: str
+    timestamp: float
+    payload_preview: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterView:
+    event_id: str
+    trigger_type: str
+    reason: str
+    error: str
+    attempts: int
+    dead_lettered_at: str  # ISO time
+    payload_preview: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessDetail:
+    summary: ProcessSummary
+    queued: tuple[QueuedEventView, ...]
+    dead_letters: tuple[DeadLetterView, ...]
+    runs: tuple[RunView, ...]  # waiting runs first, then running, then newest finished
+    context: dict[str, Any]
+    conversation: tuple[dict[str, Any], ...]
+    governance: dict[str, Any]  # health / budget / mission / secrets / inbox where enabled
+    config: dict[str, Any]  # the configuration as loaded (secret references, never values)
+    triggers: tuple[dict[str, Any], ...] = field(default=())
+
+
+class EventStream(Protocol):
+    """A bounded buffer of runtime events; the oldest are dropped (and counted) when full."""
+
+    dropped: int
+
+    def drain(self, limit: int | None = None) -> list[RuntimeEvent]: ...
+
+    def close(self) -> None: ...
+
+
+class ControlPlane(Protocol):
+    """What the control room can see and do."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def subscribe(self, maxsize: int = 10_000) -> EventStream: ...
+
+    async def list_processes(self) -> list[ProcessSummary]: ...
+
+    async def process_detail(self, name: str) -> ProcessDetail: ...
+
+    async def start(self, name: str) -> None: ...
+
+    async def stop(self, name: str) -> None: ...
+
+    async def restart(self, name: str) -> None: ...
+
+    async def suspend(self, name: str) -> None: ...
+
+    async def resume(self, name: str) -> None: ...
+
+    async def inject(self, name: str, payload: dict[str, Any],
+                     trigger_type: str = "manual") -> str: ...
+
+    async def redeliver(self, name: str, event_ids: Iterable[str] | None = None) -> int: ...
+
+    async def clear_dead_letters(self, name: str) -> int: ...
+
+    async def waiting_detail(self, name: str, run_id: str) -> dict[str, Any]: ...
+
+    async def reconcile(self, name: str, run_id: str, outcome: str, *, result: Any = None,
+                        note: str = "") -> None: ...
+
+    async def start_all(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str,
+                                                            ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _budget_use(remaining: dict[str, Any] | None, limits: dict[str, Any]) -> float | None:
+    """The highest share used of any configured limit, from the remaining counts."""
+    if remaining is None:
+        return None
+    shares = []
+    for key, limit in limits.items():
+        left = remaining.get(key)
+        if isinstance(limit, int | float) and limit > 0 and isinstance(left, int | float):
+            shares.append(max(0.0, (limit - left) / limit))
+    return max(shares, default=0.0)
+
+
+def _step_view(step: Any) -> StepView:
+    return StepView(step.index, step.kind, step.name, dict(step.args or {}), step.result,
+                    step.ok, step.duration_ms)
+
+
+def _run_view(run: Run) -> RunView:
+    return RunView(run.run_id, run.event.event_id, run.event.trigger_type, run.state.value,
+                   run.reason, run.error, run.reply, run.attempt, run.started_at,
+                   run.finished_at, run.waiting_reason, run.write_in_flight,
+                   tuple(_step_view(s) for s in run.steps))
+
+
+class LocalControl:
+    """The control plane over an in-process runtime (same event loop)."""
+
+    def __init__(self, runtime: AgentRuntime, *, name: str = "local",
+                 read_only: bool = False) -> None:
+        self.runtime = runtime
+        self._name = name
+        self._read_only = read_only
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @property
+    def notifier(self) -> EventNotifier:
+        return self.runtime.notifier
+
+    def subscribe(self, maxsize: int = 10_000) -> EventStream:
+        return self.runtime.notifier.subscribe(maxsize=maxsize)
+
+    def _process(self, name: str) -> AgentProcess:
+        try:
+            return self.runtime.get_process(name)
+        except KeyError as exc:
+            raise ControlError(str(exc.args[0])) from None
+
+    def _mutating(self, what: str) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"{what} is not allowed: this control room is read-only "
+                                "(started with --read-only)")
+
+    # -- reads -----------------------------------------------------------------------------
+    def summary(self, process: AgentProcess) -> ProcessSummary:
+        status = process.status()
+        runs = process.recent_runs()
+        last = runs[-1] if runs else None
+        outcome = ""
+        if last is not None:
+            outcome = last.reply if last.state.value == "succeeded" else \
+                f"{last.state.value}: {last.reason or last.error}"
+        health = "off"
+        if "health" in status:
+            count = status.get("health_anomalies", 0)
+            health = "ok" if not count else f"{count} anomal{'y' if count == 1 else 'ies'}"
+        budget_cfg = process.config.budget
+        limits = {key.removeprefix("max_"): getattr(budget_cfg, key)
+                  for key in type(budget_cfg).model_fields if key.startswith("max_")}
+        return ProcessSummary(
+            name=process.name, state=status["state"],
+            suspend_reason=status.get("suspend_reason") or "",
+            queue_depth=status["queue_size"], queue_capacity=process.config.queue_size,
+            active_runs=status["active_runs"], invocations=status["invocation_count"],
+            failure_streak=status["consecutive_failures"], restarts=status["restart_count"],
+            dead_letters=status["dead_letter_count"], waiting_runs=status["waiting_runs"],
+            pending_retries=status["pending_retries"], health=health,
+            budget_use=_budget_use(status.get("budget"), limits),
+            mission_state=status.get("mission_state", ""),
+            last_run_at=last.finished_at if last is not None else None,
+            last_outcome=process.redact(preview(outcome)))
+
+    async def list_processes(self) -> list[ProcessSummary]:
+        return [self.summary(p) for p in self.runtime.processes.values()]
+
+    async def process_detail(self, name: str) -> ProcessDetail:
+        process = self._process(name)
+        redact = process.redact
+        waiting = process.waiting_runs()
+        waiting_ids = {r.run_id for r in waiting}
+        finished = [r for r in reversed(process.recent_runs()) if r.run_id not in waiting_ids]
+        runs = tuple(_run_view(r) for r in [*waiting, *process.active_runs(), *finished])
+        queued = tuple(QueuedEventView(e.event_id, e.trigger_type, e.trigger_id,
+                                       e.timestamp.timestamp(), redact(preview(e.payload)))
+                       for e in process.queued_events())
+        dead = tuple(DeadLetterView(
+            d["event"].event_id, d["event"].trigger_type, d["reason"], redact(d["error"]),
+            d["attempts"], d["dead_lettered_at"], redact(preview(d["event"].payload)))
+            for d in process.dead_letters)
+        status = process.status()
+        governance: dict[str, Any] = {key: status[key] for key in (
+            "health", "health_anomalies", "budget", "mission_state", "active_secrets",
+            "inbox") if key in status}
+        if process.config.mission.enabled:
+            governance["mission"] = process.checkpoint_state().get("mission", {})
+        return ProcessDetail(
+            summary=self.summary(process), queued=queued, dead_letters=dead,
+            runs=tuple(redact_run(r, redact) for r in runs),
+            context=redact_any(process.context.state_snapshot(), redact),
+            conversation=tuple(redact_any(m, redact) for m in process.conversation.messages()),
+            governance=governance,
+            config=process.config.model_dump(mode="json", exclude_defaults=True),
+            triggers=tuple(status["triggers"]) if isinstance(status["triggers"], list) else (),
+        )
+
+    async def waiting_detail(self, name: str, run_id: str) -> dict[str, Any]:
+        process = self._process(name)
+        try:
+            detail = process.waiting_detail(run_id)
+        except KeyError as exc:
+            raise ControlError(str(exc.args[0])) from None
+        redacted: dict[str, Any] = redact_any(detail, process.redact)
+        return redacted
+
+    # -- commands --------------------------------------------------------------------------
+    async def start(self, name: str) -> None:
+        self._mutating("start")
+        process = self._process(name)
+        if process.state.value not in ("created", "stopped", "failed"):
+            raise ControlError(f"{name} is {process.state.value}; only a stopped or failed "
+                               "process can be started")
+        await process.start()
+
+    async def stop(self, name: str) -> None:
+        self._mutating("stop")
+        process = self._process(name)
+        if process.state.value in ("stopped", "created"):
+            raise ControlError(f"{name} is already {process.state.value}")
+        await process.stop()
+
+    async def restart(self, name: str) -> None:
+        self._mutating("restart")
+        process = self._process(name)
+        if process.state.value not in ("created", "stopped", "failed"):
+            await process.stop()
+        await process.start()
+
+    async def suspend(self, name: str) -> None:
+        self._mutating("suspend")
+        process = self._process(name)
+        if process.state.value != "running":
+            raise ControlError(f"{name} is {process.state.value}; only a running process "
+                               "can be suspended")
+        await process.suspend("operator")
+
+    async def resume(self, name: str) -> None:
+        self._mutating("resume")
+        process = self._process(name)
+        if process.state.value != "suspended":
+            raise ControlError(f"{name} is {process.state.value}; only a suspended process "
+                               "can be resumed")
+        await process.resume("operator")
+
+    async def inject(self, name: str, payload: dict[str, Any],
+                     trigger_type: str = "manual") -> str:
+        self._mutating("inject")
+        process = self._process(name)
+        if not isinstance(payload, dict):
+            raise ControlError("the payload must be a JSON object, e.g. {\"task\": \"check\"}")
+        event = TriggerEvent("operator", trigger_type, payload)
+        try:
+            accepted = await process.inject(event)
+        except Exception as exc:  # a stopped process, a full queue: say so, lose nothing
+            raise ControlError(f"{name} did not accept the event: {exc}") from None
+        if not accepted:
+            raise ControlError(f"{name} did not accept the event (its queue is full or it is "
+                               "not running); it is in the dead letters")
+        return event.event_id
+
+    async def redeliver(self, name: str, event_ids: Iterable[str] | None = None) -> int:
+        self._mutating("redeliver")
+        ids = list(event_ids) if event_ids is not None else None
+        return await self._process(name).redeliver_dead_letters(ids)
+
+    async def clear_dead_letters(self, name: str) -> int:
+        self._mutating("clear dead letters")
+        return self._process(name).clear_dead_letters()
+
+    async def reconcile(self, name: str, run_id: str, outcome: str, *, result: Any = None,
+                        note: str = "") -> None:
+        self._mutating("reconcile")
+        if outcome not in ("applied", "not_applied", "failed"):
+            raise ControlError(f"outcome {outcome!r} must be applied, not_applied or failed")
+        try:
+            await self._process(name).reconcile(run_id, outcome, result=result, note=note)
+        except (KeyError, ValueError) as exc:
+            raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+
+    async def start_all(self) -> None:
+        await self.runtime.start_all()
+
+    async def close(self) -> None:
+        """Stop every process cleanly (queued events are journaled, nothing is lost)."""
+        await self.runtime.close()
+
+
+def redact_any(value: Any, redact: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_any(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_any(v, redact) for v in value]
+    return value
+
+
+def redact_run(run: RunView, redact: Any) -> RunView:
+    from dataclasses import replace
+
+    return replace(run, reply=redact(run.reply), error=redact(run.error), steps=tuple(
+        replace(s, args=redact_any(s.args, redact), result=redact(s.result))
+        for s in run.steps))
