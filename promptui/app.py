@@ -23,6 +23,7 @@ from runtime_core.control import ControlError, ControlPlane, EventStream
 MIN_SIZE = (80, 24)
 DRAIN_LIMIT = 20_000  # events folded per tick at most; the stream keeps the rest
 DEFAULT_HZ = 10.0
+DEFAULT_THEME = "promptui-dark"
 LOW_BANDWIDTH_HZ = 3.0
 
 
@@ -57,6 +58,7 @@ class ControlRoom(App[None]):
         self._last_tick = 0.0
         self._closed = False
         self.pump_count = 0
+        self._too_small: TooSmallScreen | None = None
         if low_bandwidth:
             self.animation_level = "none"
 
@@ -66,17 +68,19 @@ class ControlRoom(App[None]):
             self.register_theme(theme)
         if self._theme_name and self._theme_name in self.available_themes:
             self.theme = self._theme_name
-        elif self._themes:
-            self.theme = self._themes[0].name
+        elif any(t.name == DEFAULT_THEME for t in self._themes):
+            self.theme = DEFAULT_THEME
         if self._keymap:
             self.set_keymap(self._keymap)
         self._stream = self.control.subscribe(maxsize=50_000)
         self._last_tick = time.monotonic()
-        self.push_screen(DashboardScreen())
         self.set_interval(1.0 / self.refresh_hz, self.pump, name="ui-pump")
         if self._start_runtime:
             self.run_worker(self._start_all(), name="start-runtime", group="runtime")
-        self._check_size()
+        self.call_after_refresh(self._check_size)  # on top of the dashboard, not under it
+
+    def get_default_screen(self) -> Screen[Any]:
+        return DashboardScreen()  # the base of the stack, so nothing can slip underneath it
 
     async def _start_all(self) -> None:
         try:
@@ -258,11 +262,13 @@ class ControlRoom(App[None]):
 
     def _check_size(self) -> None:
         small = self.size.width < MIN_SIZE[0] or self.size.height < MIN_SIZE[1]
-        showing = isinstance(self.screen, TooSmallScreen)
-        if small and not showing:
-            self.push_screen(TooSmallScreen(MIN_SIZE))
-        elif not small and showing:
-            self.pop_screen()
+        if small and self._too_small is None:
+            self._too_small = TooSmallScreen(MIN_SIZE)
+            self.push_screen(self._too_small)
+        elif not small and self._too_small is not None:
+            screen, self._too_small = self._too_small, None
+            if self.screen is screen:
+                self.pop_screen()
 
 
 def _runner(target: Any, action: str) -> Callable[[], Any]:

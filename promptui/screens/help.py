@@ -35,7 +35,21 @@ class HelpScreen(ModalScreen[None]):
             display = key_display(self.under, key)
             if display not in keys:
                 keys.append(display)
+        # A focused widget can shadow one of our keys (the table's Enter is "Open" here):
+        # list ours, and drop the widget's binding for that key.
+        ours: set[str] = set()
+        for binding in getattr(self.under, "BINDINGS", []):
+            if isinstance(binding, Binding) and binding.id and binding.id not in seen:
+                keys = [key_display(self.under, k) for k in binding.key.split(",")]
+                seen[binding.id] = (keys, binding.description)
+                ours.update(keys)
+        for ident in [i for i, (keys, _) in seen.items()
+                      if not i.startswith("promptui.") and set(keys) & ours]:
+            del seen[ident]
         rows = [(" ".join(keys), desc, ident) for ident, (keys, desc) in seen.items()]
+        # Our actions first, then the app's, then the widgets' own navigation keys.
+        rows.sort(key=lambda row: (0 if row[2].startswith("promptui.") else
+                                   1 if row[2].startswith("app.") else 2))
         rows.append((key_display(self.under, "ctrl+p"), "Command palette (every action)",
                      "command_palette"))
         return rows
@@ -62,7 +76,7 @@ class TooSmallScreen(ModalScreen[None]):
     """Shown instead of a squashed layout; it goes away by itself once the terminal grows."""
 
     def __init__(self, need: tuple[int, int]) -> None:
-        super().__init__(id="too-small")
+        super().__init__(classes="too-small")
         self.need = need
 
     def compose(self) -> ComposeResult:

@@ -215,8 +215,8 @@ class ProcessTable(DataTable[Text | str]):
                         if column.key == self.sort_column:
                             sort_dirty = True
             self._rendered[name] = fresh
-        if sort_dirty and self.sort_column is not None:
-            self._apply_sort()
+        if sort_dirty:
+            self._apply_sort()  # unsorted: back to the runtime's order (rows re-added last)
             structure_changed = True
         if structure_changed and selected is not None:
             self.select(selected)
@@ -226,12 +226,13 @@ class ProcessTable(DataTable[Text | str]):
             self.sync(self._rows, getattr(self, "_now", 0.0))
 
     def _apply_sort(self) -> None:
-        column = self.sort_column
-        if column is None or not self.row_count:
+        if not self.row_count:
             return
         selected = self.selected_name
-        value = SORT_VALUES[column]
         rows = self._rows
+        order = {name: i for i, name in enumerate(rows)}
+        value = SORT_VALUES[self.sort_column] if self.sort_column is not None else (
+            lambda r: order.get(r.name, 0))
 
         def key(name_cell: object) -> object:
             row = rows.get(str(name_cell).strip())  # the name cell is the row's key

@@ -1,0 +1,417 @@
+"""One process up close: what runs now, its queue, dead letters, run history, context,
+conversation, governance and config, one tab each (keys 1-8). The pump calls ``show`` once a
+tick; only the visible tab is redrawn, by diff, from one ``process_detail`` read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
+
+from promptui.actions import ActionSpec
+from promptui.screens.dialogs import ConfirmDialog, ReconcileChoice, ReconcileDialog
+from promptui.store import FeedLine, UIStore
+from promptui.widgets.detail_tabs import (
+    RUN_STATE_STYLES,
+    Cell,
+    Col,
+    ConversationLog,
+    KeyedTable,
+    LiveView,
+    RunStepsDialog,
+    clip,
+    compact,
+    config_view,
+    duration,
+    governance_view,
+    iso_age,
+    run_outcome,
+)
+from promptui.widgets.process_table import STATE_STYLES, age
+from runtime_core.control import ControlError, ProcessDetail, RunView
+
+if TYPE_CHECKING:
+    from promptui.app import ControlRoom
+
+# (pane id, tab label): short labels so all eight fit on an 80-column terminal.
+TABS = (("live", "1 Live"), ("queue", "2 Queue"), ("dead", "3 Dead"), ("runs", "4 Runs"),
+        ("context", "5 Context"), ("conversation", "6 Chat"), ("governance", "7 Governance"),
+        ("config", "8 Config"))
+TAB_NAMES = {"live": "Live", "queue": "Queue", "dead": "Dead letters", "runs": "Runs",
+             "context": "Context", "conversation": "Conversation", "governance": "Governance",
+             "config": "Config"}
+# What gets the focus when a tab is picked by its number key.
+TAB_FOCUS = {"live": "#live-log", "queue": "#queue-table", "dead": "#dead-table",
+             "runs": "#runs-table", "context": "#context-table",
+             "conversation": "#conversation", "governance": "#governance-scroll",
+             "config": "#config-scroll"}
+
+DETAIL_ACTIONS = (
+    ActionSpec("detail.back", "escape,backspace", "back", "Back"),
+    *(ActionSpec(f"detail.tab_{pane}", label[0], f"tab_{pane}", f"Show {TAB_NAMES[pane]}",
+                 show=False) for pane, label in TABS),
+    ActionSpec("detail.mark", "space", "mark", "Mark"),
+    ActionSpec("detail.redeliver", "r", "redeliver", "Redeliver", mutating=True),
+    ActionSpec("detail.redeliver_all", "R", "redeliver_all", "Redeliver all", mutating=True),
+    ActionSpec("detail.clear_dead", "x", "clear_dead", "Clear dead letters", mutating=True),
+    ActionSpec("detail.open_run", "enter", "open_run", "Open run"),
+)
+DEAD_ONLY = frozenset({"mark", "redeliver", "redeliver_all", "clear_dead"})
+
+QUEUE_COLS = (Col("id", "Event", 8), Col("trigger", "Trigger", 10), Col("age", "Age", 4),
+              Col("payload", "Payload", None))
+DEAD_COLS = (Col("mark", "●", 1), Col("id", "Event", 8), Col("reason", "Reason", 17),
+             Col("error", "Error", 18), Col("attempts", "Try", 3), Col("age", "Age", 4),
+             Col("payload", "Payload", None))
+RUN_COLS = (Col("id", "Run", 8), Col("trigger", "Trigger", 9), Col("state", "State", 9),
+            Col("outcome", "Reason / error / reply", 24), Col("took", "Took", 6),
+            Col("steps", "Steps", 5))
+CONTEXT_COLS = (Col("key", "Key", 22), Col("value", "Value", None))
+
+
+class ProcessDetailScreen(Screen[None]):
+    CSS_PATH = "detail.tcss"
+    PALETTE_ACTIONS: tuple[ActionSpec, ...] = DETAIL_ACTIONS
+    BINDINGS = [spec.binding() for spec in DETAIL_ACTIONS]
+
+    app: ControlRoom
+
+    def __init__(self, process: str) -> None:
+        super().__init__()
+        self.process = process
+        self.detail: ProcessDetail | None = None
+        self.now = 0.0
+        self.gone = ""  # why the process cannot be read, when it cannot
+        self.marked: set[str] = set()  # dead-letter event ids
+        self._static_shown: dict[str, dict[str, Any] | None] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(self.process, style="bold"), id="detail-title")
+        with TabbedContent(id="detail-tabs"):
+            with TabPane("1 Live", id="live"):
+                yield LiveView(id="live-view")
+            with TabPane("2 Queue", id="queue"):
+                yield KeyedTable(QUEUE_COLS, id="queue-table")
+                yield Static("", id="queue-detail", classes="row-detail")
+            with TabPane("3 Dead", id="dead"):
+                yield KeyedTable(DEAD_COLS, id="dead-table")
+                yield Static("", id="dead-detail", classes="row-detail")
+            with TabPane("4 Runs", id="runs"):
+                yield KeyedTable(RUN_COLS, id="runs-table")
+                yield Static("", id="runs-detail", classes="row-detail")
+            with TabPane("5 Context", id="context"):
+                yield KeyedTable(CONTEXT_COLS, id="context-table")
+                yield Static("", id="context-detail", classes="row-detail")
+            with TabPane("6 Chat", id="conversation"):
+                yield ConversationLog(id="conversation")
+            with TabPane("7 Governance", id="governance"), VerticalScroll(
+                    id="governance-scroll", classes="tab-scroll"):
+                yield Static("", id="governance-view")
+            with TabPane("8 Config", id="config"), VerticalScroll(
+                    id="config-scroll", classes="tab-scroll"):
+                yield Static("", id="config-view")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#live-log").focus()
+
+    def current_process(self) -> str | None:
+        return self.process
+
+    @property
+    def active_tab(self) -> str:
+        return self.query_one(TabbedContent).active
+
+    def table(self, pane: str) -> KeyedTable:
+        return self.query_one(f"#{pane}-table", KeyedTable)
+
+    # -- the pump writes here (only while this screen is active) -------------------------
+    async def show(self, store: UIStore, now: float, feed: list[FeedLine],
+                   activity: list[str]) -> None:
+        try:
+            detail = await self.app.control.process_detail(self.process)
+        except ControlError as exc:
+            self._show_gone(str(exc))
+            return
+        except Exception as exc:  # a remote that went away: say so, keep the room up
+            self._show_gone(f"cannot read it: {exc}")
+            return
+        if not self.is_current:
+            return  # popped or covered while we awaited
+        self.detail, self.now, self.gone = detail, now, ""
+        self._draw_title(detail)
+        self._draw(self.active_tab)
+
+    def _show_gone(self, why: str) -> None:
+        self.gone = why
+        if self.is_current:
+            self.query_one("#detail-title", Static).update(
+                Text(f"⚠ {self.process}: {why} — esc goes back", style="bold red"))
+
+    def _draw_title(self, detail: ProcessDetail) -> None:
+        s = detail.summary
+        text = Text(s.name, style="bold")
+        text.append(f"  {s.state}", style=STATE_STYLES.get(s.state, ""))
+        if s.suspend_reason:
+            text.append(f" ({s.suspend_reason})", style="yellow")
+        text.append(f"  queue {s.queue_depth}/{s.queue_capacity}")
+        text.append(f"  dead {s.dead_letters}", style="yellow" if s.dead_letters else "")
+        text.append(f"  waiting {s.waiting_runs}", style="bold red" if s.waiting_runs else "")
+        text.append(f"  active {s.active_runs}  runs {s.invocations}", style="dim")
+        if self.app.control.read_only:
+            text.append("  read-only", style="bold magenta")
+        self.query_one("#detail-title", Static).update(text)
+
+    def _draw(self, pane: str) -> None:
+        if self.detail is None:
+            return
+        draw: dict[str, Callable[[ProcessDetail], None]] = {
+            "live": lambda d: self.query_one(LiveView).show(d.runs, self.now),
+            "queue": self._draw_queue,
+            "dead": self._draw_dead,
+            "runs": self._draw_runs,
+            "context": self._draw_context,
+            "conversation": lambda d: self.query_one(ConversationLog).show(d.conversation),
+            "governance": lambda d: self._set_static("#governance-view", d.governance,
+                                                     governance_view),
+            "config": lambda d: self._set_static("#config-view", d.config, config_view),
+        }
+        if pane in draw:
+            draw[pane](self.detail)
+
+    def _set_static(self, selector: str, data: dict[str, Any],
+                    render: Callable[[dict[str, Any]], Any]) -> None:
+        if self._static_shown.get(selector) != data:  # redraw only on change
+            self._static_shown[selector] = data
+            self.query_one(selector, Static).update(render(data))
+
+    def _draw_queue(self, d: ProcessDetail) -> None:
+        self.table("queue").sync([(q.event_id, (
+            q.event_id[:8], clip(q.trigger_type, 10), age(self.now - q.timestamp),
+            clip(q.payload_preview, 80))) for q in d.queued])
+        self._row_detail("queue")
+
+    def _draw_dead(self, d: ProcessDetail) -> None:
+        self.marked &= {dl.event_id for dl in d.dead_letters}  # drop marks of rows that went
+        self.table("dead").sync([(dl.event_id, (
+            Text("●", style="bold yellow") if dl.event_id in self.marked else "",
+            dl.event_id[:8], clip(dl.reason, 17), Text(clip(dl.error, 18), style="red"),
+            str(dl.attempts), iso_age(dl.dead_lettered_at, self.now),
+            clip(dl.payload_preview, 80))) for dl in d.dead_letters])
+        self._row_detail("dead")
+
+    def _draw_runs(self, d: ProcessDetail) -> None:
+        rows: list[tuple[str, tuple[Cell, ...]]] = []
+        for run in d.runs:
+            style = "bold" if run.state == "waiting" else ""
+            state = "⏸ waiting" if run.state == "waiting" else run.state
+            rows.append((run.run_id, (
+                Text(run.run_id[:8], style=style), clip(run.trigger_type, 9),
+                Text(state, style=RUN_STATE_STYLES.get(run.state, "")),
+                Text(clip(run_outcome(run), 24), style=style), duration(run, self.now),
+                str(len(run.steps)))))
+        self.table("runs").sync(rows, ordered=True)  # waiting first, then newest
+        self._row_detail("runs")
+
+    def _draw_context(self, d: ProcessDetail) -> None:
+        self.table("context").sync([(key, (clip(key, 22), clip(compact(value), 200)))
+                                    for key, value in d.context.items()])
+        self._row_detail("context")
+
+    def _row_detail(self, pane: str) -> None:
+        """The full text of the row under the cursor (the table cuts it to fit 80 columns)."""
+        d = self.detail
+        if d is None:
+            return
+        key = self.table(pane).cursor_key
+        text = Text()
+        if pane == "queue":
+            text.append(f"{len(d.queued)} queued (capacity {d.summary.queue_capacity})",
+                        style="dim")
+            event = next((q for q in d.queued if q.event_id == key), None)
+            if event is not None:
+                text.append(f"\n{event.event_id} · {event.trigger_type} · "
+                            f"{event.trigger_id}\npayload: {event.payload_preview}")
+        elif pane == "dead":
+            text.append(f"{len(d.dead_letters)} dead letters, {len(self.marked)} marked",
+                        style="dim")
+            dead = next((x for x in d.dead_letters if x.event_id == key), None)
+            if dead is not None:
+                text.append(f"\n{dead.event_id} · {dead.trigger_type} · {dead.reason}\n")
+                text.append(f"error: {dead.error}", style="red")
+                text.append(f"\npayload: {dead.payload_preview}")
+        elif pane == "runs":
+            text.append(f"{len(d.runs)} runs, {d.summary.waiting_runs} waiting", style="dim")
+            run = self._run(key)
+            if run is not None:
+                hint = "enter: reconcile" if run.state == "waiting" else "enter: steps"
+                text.append(f"\n{run.run_id} · event {run.event_id[:8]} · attempt "
+                            f"{run.attempt} · {hint}\n{run_outcome(run)}")
+        elif pane == "context":
+            text.append(f"{len(d.context)} keys", style="dim")
+            if key is not None and key in d.context:
+                text.append(f"\n{key} = {compact(d.context[key])}")
+        self.query_one(f"#{pane}-detail", Static).update(text)
+
+    def _run(self, run_id: str | None) -> RunView | None:
+        if self.detail is None or run_id is None:
+            return None
+        return next((r for r in self.detail.runs if r.run_id == run_id), None)
+
+    # -- events ------------------------------------------------------------------------------
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self) -> None:
+        self.refresh_bindings()  # the footer shows the keys of the visible tab
+        self._draw(self.active_tab)  # no blank tab until the next tick
+
+    @on(DataTable.RowHighlighted)
+    def _row_moved(self, event: DataTable.RowHighlighted) -> None:
+        pane = str(event.data_table.id or "").removesuffix("-table")
+        if pane in ("queue", "dead", "runs", "context"):
+            self._row_detail(pane)
+
+    @on(DataTable.RowSelected, "#runs-table")
+    def _run_chosen(self) -> None:
+        self.action_open_run()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in DEAD_ONLY:
+            return self.active_tab == "dead"
+        if action == "open_run":
+            return self.active_tab == "runs"
+        return True
+
+    # -- actions -----------------------------------------------------------------------------
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def show_tab(self, pane: str) -> None:
+        self.query_one(TabbedContent).active = pane
+        self.query_one(TAB_FOCUS[pane], Widget).focus()
+
+    def action_tab_live(self) -> None:
+        self.show_tab("live")
+
+    def action_tab_queue(self) -> None:
+        self.show_tab("queue")
+
+    def action_tab_dead(self) -> None:
+        self.show_tab("dead")
+
+    def action_tab_runs(self) -> None:
+        self.show_tab("runs")
+
+    def action_tab_context(self) -> None:
+        self.show_tab("context")
+
+    def action_tab_conversation(self) -> None:
+        self.show_tab("conversation")
+
+    def action_tab_governance(self) -> None:
+        self.show_tab("governance")
+
+    def action_tab_config(self) -> None:
+        self.show_tab("config")
+
+    def _refused(self, what: str) -> bool:
+        if self.app.control.read_only:  # same wording as the app's global keys
+            self.app.notify(f"read-only: {what} is disabled (started with --read-only)",
+                            severity="warning", timeout=4)
+            return True
+        return False
+
+    def action_mark(self) -> None:
+        table = self.table("dead")
+        key = table.cursor_key
+        if key is None:
+            return
+        self.marked ^= {key}
+        if self.detail is not None:
+            self._draw_dead(self.detail)
+        table.action_cursor_down()  # mark a run of rows with repeated space
+
+    def action_redeliver(self) -> None:
+        if self._refused("redeliver"):
+            return
+        table = self.table("dead")
+        ids = [key for key in table.keys if key in self.marked]
+        if not ids and table.cursor_key is not None:
+            ids = [table.cursor_key]
+        if not ids:
+            self.app.notify("no dead letters to redeliver", severity="warning", timeout=3)
+            return
+        self.marked -= set(ids)
+        name, control = self.process, self.app.control
+        self.app.command(f"redeliver {len(ids)} to {name}",
+                         lambda: control.redeliver(name, ids),
+                         lambda n: f"{n} of {len(ids)} redelivered to {name}")
+
+    def action_redeliver_all(self) -> None:
+        if self._refused("redeliver"):
+            return
+        if self.detail is not None and not self.detail.dead_letters:
+            self.app.notify("no dead letters to redeliver", severity="warning", timeout=3)
+            return
+        name, control = self.process, self.app.control
+        self.marked.clear()
+        self.app.command(f"redeliver all to {name}", lambda: control.redeliver(name, None),
+                         lambda n: f"{n} redelivered to {name}")
+
+    def action_clear_dead(self) -> None:
+        if self._refused("clear dead letters"):
+            return
+        count = len(self.detail.dead_letters) if self.detail is not None else 0
+        if not count:
+            self.app.notify("no dead letters to clear", severity="warning", timeout=3)
+            return
+        name, control = self.process, self.app.control
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.marked.clear()
+                self.app.command(f"clear dead letters of {name}",
+                                 lambda: control.clear_dead_letters(name),
+                                 lambda n: f"{n} dead letters of {name} cleared")
+
+        self.app.push_screen(ConfirmDialog(
+            f"Clear {count} dead letter{'s' if count != 1 else ''} of {name}?",
+            "They are dropped and cannot be redelivered afterwards.", "Clear"), confirmed)
+
+    def action_open_run(self) -> None:
+        run = self._run(self.table("runs").cursor_key)
+        if run is None:
+            return
+        if run.state != "waiting":
+            self.app.push_screen(RunStepsDialog(self.process, run))
+        elif self.app.control.read_only:
+            self._refused("reconcile")
+            self.app.push_screen(RunStepsDialog(
+                self.process, run, "read-only: this run waits for an operator to reconcile"))
+        else:
+            self.run_worker(self._reconcile(run.run_id), group="reconcile", exclusive=True)
+
+    async def _reconcile(self, run_id: str) -> None:
+        name, control = self.process, self.app.control
+        try:
+            detail = await control.waiting_detail(name, run_id)
+        except ControlError as exc:  # reconciled elsewhere meanwhile, or the process went
+            self.app.notify(str(exc), severity="error", timeout=6)
+            return
+
+        def decided(choice: ReconcileChoice | None) -> None:
+            if choice is None:
+                return
+            self.app.command(
+                f"reconcile run {run_id[:8]}",
+                lambda: control.reconcile(name, run_id, choice.outcome, result=choice.result,
+                                          note=choice.note),
+                lambda _: f"run {run_id[:8]} reconciled: {choice.outcome.replace('_', ' ')}")
+
+        self.app.push_screen(ReconcileDialog(name, detail), decided)

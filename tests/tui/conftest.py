@@ -1,0 +1,33 @@
+"""Fixtures for the control-room tests: the bundled demo as a real runtime in a temp folder,
+and a pilot-side wait that polls a condition instead of sleeping."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from promptui.headless import BUNDLED_DEMO, load_runtime
+from runtime_core import AgentRuntime
+
+
+@pytest.fixture
+def demo_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AgentRuntime:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PROMPTUI_DEMO_DIR", str(tmp_path / "demo"))
+    monkeypatch.setenv("PROMPTUI_DEMO_WEBHOOK_PORT", "0")
+    runtime, _ = load_runtime([BUNDLED_DEMO], journal=tmp_path / "journal.db")
+    return runtime
+
+
+async def until(pilot: Pilot[object], predicate: Callable[[], bool], timeout: float = 10.0,
+                what: str = "") -> None:
+    """Let the app run until ``predicate()`` holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}")
+        await pilot.pause(0.02)
