@@ -106,7 +106,8 @@ class UIStore:
             if severity is not None:
                 if event.kind == "escalation.sent" and not event.to_dict().get("error"):
                     severity = "info"
-                line = FeedLine(now, severity, event.process, event.kind, describe(event))
+                line = FeedLine(event.timestamp, severity, event.process, event.kind,
+                                describe(event))
                 feed.append(line)
                 self.feed.append(line)
             if event.kind in ("run.started", "run.finished", "process.recovered"):

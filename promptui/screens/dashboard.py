@@ -58,6 +58,8 @@ class DashboardScreen(Screen[None]):
     # -- the pump writes here (only while this screen is active) -------------------------
     def show(self, store: UIStore, now: float, feed: list[FeedLine],
              activity: list[str]) -> None:
+        if not self.query(AnomalyFeed):
+            return  # not composed yet; the store keeps everything for replay()
         self.query_one(StatusHeader).show(self.app.control.name, store, now,
                                           self.app.control.read_only)
         self.table.sync(store.processes, now)
@@ -81,8 +83,13 @@ class DashboardScreen(Screen[None]):
                      f"· {now_rate:5.1f} ev/s")
         queue.data, rate.data = queue_points, rate_points
 
+    def on_screen_resume(self) -> None:
+        self.replay(self.app.store)
+
     def replay(self, store: UIStore) -> None:
         """Refill the logs from the store after another screen was on top."""
+        if self.feed.paused:
+            return  # what the operator is reading stays put
         self.feed.clear()
         self.feed.add(list(store.feed)[-200:])
         activity = self.query_one(ActivityLog)

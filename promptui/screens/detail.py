@@ -50,7 +50,7 @@ TAB_NAMES = {"live": "Live", "queue": "Queue", "dead": "Dead letters", "runs": "
 # What gets the focus when a tab is picked by its number key.
 TAB_FOCUS = {"live": "#live-log", "queue": "#queue-table", "dead": "#dead-table",
              "runs": "#runs-table", "context": "#context-table",
-             "conversation": "#conversation", "governance": "#governance-scroll",
+             "conversation": "#conversation-log", "governance": "#governance-scroll",
              "config": "#config-scroll"}
 
 DETAIL_ACTIONS = (
@@ -110,7 +110,7 @@ class ProcessDetailScreen(Screen[None]):
                 yield KeyedTable(CONTEXT_COLS, id="context-table")
                 yield Static("", id="context-detail", classes="row-detail")
             with TabPane("6 Chat", id="conversation"):
-                yield ConversationLog(id="conversation")
+                yield ConversationLog(id="conversation-log")
             with TabPane("7 Governance", id="governance"), VerticalScroll(
                     id="governance-scroll", classes="tab-scroll"):
                 yield Static("", id="governance-view")

@@ -86,7 +86,10 @@ class InjectDialog(ModalScreen[InjectRequest | None]):
                 yield Button("Send (ctrl+s)", id="send", variant="primary")
 
     def on_mount(self) -> None:
-        self.query_one("#payload", TextArea).focus()
+        self.query_one("#trigger-type", Input).border_title = "trigger type"
+        payload = self.query_one("#payload", TextArea)
+        payload.border_title = "payload: a JSON object"
+        payload.focus()
 
     @on(TextArea.Changed)
     def _validate_live(self) -> None:

@@ -12,6 +12,7 @@ from promptui.store import UIStore
 
 STATE_MARKS = (("running", "●", "green"), ("suspended", "◐", "yellow"),
                ("failed", "✖", "red"), ("stopped", "○", "grey50"))
+WIDE = 110  # below this the state counts drop their words
 
 
 class StatusHeader(Static):
@@ -26,17 +27,20 @@ class StatusHeader(Static):
         text.append(f" {runtime_name} ", style="bold")
         text.append(time.strftime("%H:%M:%S", time.localtime(now)), style="dim")
         text.append("  ")
+        wide = self.size.width >= WIDE
         for state, mark, style in STATE_MARKS:
             n = counts.get(state, 0)
             if n or state in ("running", "failed"):
-                text.append(f"{mark} {n} {state}  ", style=style if n else "dim")
+                label = f"{mark} {n} {state}  " if wide else f"{mark}{n} "
+                text.append(label, style=style if n else "dim")
         others = sum(v for k, v in counts.items() if k not in {s for s, _, _ in STATE_MARKS})
         if others:
-            text.append(f"◌ {others} other  ", style="cyan")
-        text.append(f"{store.events_per_second:5.0f} ev/s", style="bold")
+            text.append(f"◌ {others} other  " if wide else f"◌{others} ", style="cyan")
+        text.append(f" {store.events_per_second:4.0f} ev/s", style="bold")
         text.append(f"  queued {store.total_queued}")
         if store.dropped:
             text.append(f"  dropped {store.dropped}", style="red")
         if read_only:
-            text.append("  READ-ONLY ", style="bold black on yellow")
+            text.append("  ")
+            text.append(" READ-ONLY ", style="bold black on yellow")
         self.update(text)

@@ -134,9 +134,7 @@ class ProcessTable(DataTable[Text | str]):
         self.filter_text = ""
         self._pattern: re.Pattern[str] | None = None
         self._inverse = False
-
-    def on_mount(self) -> None:
-        for column in COLUMNS:
+        for column in COLUMNS:  # here, not on mount: the pump may sync before that
             self.add_column(" " + column.label, key=column.key, width=column.width)
 
     # -- what the operator chose ----------------------------------------------------------

@@ -1,0 +1,395 @@
+"""The process detail screen, driven by Pilot over a real runtime: each test checks what changed
+in the runtime (dead letters, queue, waiting runs) and what the screen shows."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widgets import RichLog, Static
+
+from promptui.app import ControlRoom
+from promptui.screens.dashboard import DashboardScreen
+from promptui.screens.detail import ProcessDetailScreen
+from promptui.screens.dialogs import ConfirmDialog, ReconcileDialog
+from promptui.widgets.detail_tabs import RunStepsDialog
+from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, TriggerEvent, tool
+from runtime_core.control import LocalControl
+from runtime_core.journal import EntryType, ReadFilter
+from runtime_core.journal.factory import make_journal
+from tests.journal.test_process_recovery import Ledger, abandon
+from tests.tui.conftest import until
+
+FAIL = "boom: the upstream API said no"
+
+
+async def lookup(city: str) -> str:
+    return f"sunny in {city}"
+
+
+def worker_config(**extra: Any) -> ProcessConfig:
+    """Manual events reply after one tool call; "fail" events raise (one attempt: a dead
+    letter at once)."""
+    return ProcessConfig(
+        model={"provider": "scripted", "scripts": {"fail": [{"raise": FAIL}]}, "turns": [
+            {"tool_calls": [{"name": "lookup", "args": {"city": "$payload.city"}}]},
+            {"reply": "it is sunny"}]},
+        trigger_delivery={"max_retries": 0}, max_consecutive_failures=100,
+        context={"initial_state": {"region": "north", "limits": {"cities": 3}}},
+        **extra)
+
+
+def make_runtime(**extra: Any) -> AgentRuntime:
+    runtime = AgentRuntime()
+    runtime.add_process("worker", worker_config(**extra), tools=[tool(lookup, effect="read")])
+    return runtime
+
+
+def make_app(runtime: AgentRuntime, *, read_only: bool = False) -> ControlRoom:
+    return ControlRoom(LocalControl(runtime, name="t", read_only=read_only), refresh_hz=20)
+
+
+def notes(app: ControlRoom) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
+def screen_text(app: ControlRoom) -> str:
+    """What the terminal shows, as plain lines (checks that nothing essential is cut off)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def plain(renderable: Any, width: int = 100) -> str:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    out = console.file.getvalue()
+    assert isinstance(out, str)
+    return out
+
+
+def log_text(screen: ProcessDetailScreen, selector: str) -> str:
+    return "\n".join(strip.text for strip in screen.query_one(selector, RichLog).lines)
+
+
+async def open_detail(app: ControlRoom, pilot: Pilot[None], name: str) -> ProcessDetailScreen:
+    await until(pilot, lambda: name in app.store.processes, what="the process row")
+    app.open_process(name)
+    await until(pilot, lambda: isinstance(app.screen, ProcessDetailScreen)
+                and app.screen.detail is not None, what="the detail screen")
+    screen = app.screen
+    assert isinstance(screen, ProcessDetailScreen)
+    return screen
+
+
+async def dead_letters(runtime: AgentRuntime, pilot: Pilot[None], count: int) -> list[str]:
+    """``count`` dead letters with the process suspended after, so redelivered events wait
+    in the queue where the test can see them."""
+    process = runtime.get_process("worker")
+    await until(pilot, lambda: process.state.value == "running", what="worker running")
+    for i in range(count):
+        await process.inject(TriggerEvent("t", "fail", {"n": i}, event_id=f"dead-{i}"))
+    await until(pilot, lambda: len(process.dead_letters) == count, what="dead letters")
+    await process.suspend("operator")
+    return [d["event"].event_id for d in process.dead_letters]
+
+
+def queued_ids(runtime: AgentRuntime) -> list[str]:
+    return [e.event_id for e in runtime.get_process("worker").queued_events()]
+
+
+async def test_every_tab_shows_its_data_at_80x24() -> None:
+    runtime = make_runtime(health={"enabled": True},
+                           budget={"enabled": True, "max_runs_per_day": 50})
+    app = make_app(runtime)
+    async with app.run_test(size=(80, 24)) as pilot:
+        process = runtime.get_process("worker")
+        await until(pilot, lambda: process.state.value == "running")
+        await process.inject(TriggerEvent("t", "manual", {"city": "Oslo"}))
+        await until(pilot, lambda: process.invocation_count == 1)
+        [dead] = await dead_letters(runtime, pilot, 1)
+        await process.inject(TriggerEvent("t", "manual", {"city": "Bergen"}, event_id="q-1"))
+        screen = await open_detail(app, pilot, "worker")
+
+        await until(pilot, lambda: "idle" in str(screen.query_one("#live-status",
+                                                                  Static).content))
+        title = screen_text(app).splitlines()[0]
+        assert "worker" in title and "suspended" in title and "dead 1" in title
+
+        await pilot.press("2")
+        await until(pilot, lambda: screen.table("queue").keys == ["q-1"])
+        assert "Bergen" in screen_text(app)
+
+        await pilot.press("3")
+        await until(pilot, lambda: screen.table("dead").keys == [dead])
+        text = screen_text(app)
+        for column in ("Event", "Reason", "Error", "Try", "Age"):
+            assert column in text.splitlines()[3]  # every column header on screen
+        assert "retries exhausted" in text and FAIL in text  # the full error below
+
+        await pilot.press("4")
+        await until(pilot, lambda: screen.table("runs").row_count == 2)
+        text = screen_text(app)
+        assert "succeeded" in text and "failed" in text and "Steps" in text
+        await pilot.press("enter")  # a finished run: its steps in a dialog
+        await until(pilot, lambda: isinstance(app.screen, RunStepsDialog))
+        assert "boom" in screen_text(app)
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen)
+
+        await pilot.press("5")
+        await until(pilot, lambda: screen.table("context").keys == ["region", "limits"])
+        assert '{"cities":3}' in screen_text(app)
+
+        await pilot.press("6")
+        await until(pilot, lambda: "assistant: it is sunny" in log_text(screen,
+                                                                         "#conversation-log"))
+
+        await pilot.press("7")
+        await until(pilot, lambda: "runs_per_day" in plain(
+            screen.query_one("#governance-view", Static).content))
+
+        await pilot.press("8")
+        await until(pilot, lambda: "max_consecutive_failures: 100" in plain(
+            screen.query_one("#config-view", Static).content))
+        assert "lookup" in screen_text(app)
+
+        await pilot.press("1")
+        await until(pilot, lambda: "idle" in screen_text(app))
+
+
+async def test_live_tab_follows_a_running_run_step_by_step() -> None:
+    gate = asyncio.Event()
+
+    async def slow(city: str) -> str:
+        await gate.wait()
+        return f"rain in {city}"
+
+    runtime = AgentRuntime()
+    runtime.add_process("worker", ProcessConfig(model={"provider": "scripted", "turns": [
+        {"tool_calls": [{"name": "slow", "args": {"city": "Oslo"}}]}, {"reply": "bring a coat"}]}),
+        tools=[tool(slow, effect="read")])
+    app = make_app(runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_detail(app, pilot, "worker")
+        await until(pilot, lambda: "no runs yet" in str(
+            screen.query_one("#live-status", Static).content))
+        await until(pilot, lambda: runtime.get_process("worker").state.value == "running")
+        await app.control.inject("worker", {"go": 1})
+        await until(pilot, lambda: "running" in str(
+            screen.query_one("#live-status", Static).content))
+        await until(pilot, lambda: "model slow" in log_text(screen, "#live-log"))
+        assert "bring a coat" not in log_text(screen, "#live-log")
+        gate.set()
+        await until(pilot, lambda: "✓ reply: bring a coat" in log_text(screen, "#live-log"))
+        assert 'slow({"city":"Oslo"}) → ✓ rain in Oslo' in log_text(screen, "#live-log")
+        await until(pilot, lambda: "idle" in str(screen.query_one("#live-status",
+                                                                  Static).content))
+
+
+async def test_space_marks_and_r_redelivers_only_the_marked() -> None:
+    runtime = make_runtime()
+    app = make_app(runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        ids = await dead_letters(runtime, pilot, 3)
+        screen = await open_detail(app, pilot, "worker")
+        await pilot.press("3")
+        table = screen.table("dead")
+        await until(pilot, lambda: table.keys == ids)
+        await pilot.press("space")  # marks the first, moves down
+        await pilot.press("down")
+        await pilot.press("space")  # marks the third
+        assert screen.marked == {ids[0], ids[2]}
+        assert [str(table.get_cell(i, "mark")) for i in ids] == ["●", "", "●"]
+        await pilot.press("r")
+        await until(pilot, lambda: queued_ids(runtime) == [ids[0], ids[2]])
+        assert runtime.get_process("worker").status()["dead_letter_count"] == 1
+        await until(pilot, lambda: table.keys == [ids[1]])
+        assert screen.marked == set()
+        await until(pilot, lambda: "2 of 2 redelivered to worker" in notes(app))
+
+
+async def test_r_takes_the_cursor_row_and_R_redelivers_all() -> None:
+    runtime = make_runtime()
+    app = make_app(runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        ids = await dead_letters(runtime, pilot, 3)
+        screen = await open_detail(app, pilot, "worker")
+        await pilot.press("3")
+        table = screen.table("dead")
+        await until(pilot, lambda: table.keys == ids)
+        await pilot.press("down")
+        await pilot.press("r")  # nothing marked: the row under the cursor
+        await until(pilot, lambda: queued_ids(runtime) == [ids[1]])
+        await until(pilot, lambda: table.keys == [ids[0], ids[2]])
+        assert table.cursor_key in (ids[0], ids[2])
+        await pilot.press("R")
+        await until(pilot, lambda: queued_ids(runtime) == [ids[1], ids[0], ids[2]])
+        await until(pilot, lambda: table.row_count == 0)
+        assert runtime.get_process("worker").status()["dead_letter_count"] == 0
+        await until(pilot, lambda: "2 redelivered to worker" in notes(app))
+
+
+async def test_rows_update_in_place_and_the_cursor_keeps_its_key() -> None:
+    runtime = make_runtime()
+    app = make_app(runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        ids = await dead_letters(runtime, pilot, 2)
+        screen = await open_detail(app, pilot, "worker")
+        await pilot.press("3")
+        table = screen.table("dead")
+        await until(pilot, lambda: table.keys == ids)
+        await pilot.press("down")
+        await pilot.press("space")
+        await pilot.press("up")
+        assert table.cursor_key == ids[0]
+        process = runtime.get_process("worker")
+        await process.resume("operator")
+        await process.inject(TriggerEvent("t", "fail", {"n": 9}, event_id="dead-new"))
+        await until(pilot, lambda: table.keys == [*ids, "dead-new"])
+        assert table.cursor_key == ids[0] and screen.marked == {ids[1]}
+        await app.control.redeliver("worker", [ids[1]])  # a marked row goes elsewhere
+        await until(pilot, lambda: ids[1] not in table.keys)
+        assert screen.marked == set() and table.cursor_key == ids[0]
+
+
+async def test_x_asks_first_cancel_keeps_and_confirm_clears() -> None:
+    runtime = make_runtime()
+    app = make_app(runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        ids = await dead_letters(runtime, pilot, 2)
+        screen = await open_detail(app, pilot, "worker")
+        await pilot.press("3")
+        await until(pilot, lambda: screen.table("dead").keys == ids)
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        assert app.focused is not None and app.focused.id == "cancel"
+        await pilot.press("enter")  # Enter on Cancel keeps them
+        await until(pilot, lambda: app.screen is screen)
+        assert len(runtime.get_process("worker").dead_letters) == 2
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.click("#confirm")
+        await until(pilot, lambda: not runtime.get_process("worker").dead_letters)
+        await until(pilot, lambda: screen.table("dead").row_count == 0)
+        assert queued_ids(runtime) == []  # cleared, not redelivered
+        await until(pilot, lambda: "2 dead letters of worker cleared" in notes(app))
+
+
+async def test_read_only_refuses_every_dead_letter_command() -> None:
+    runtime = make_runtime()
+    app = make_app(runtime, read_only=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        ids = await dead_letters(runtime, pilot, 2)
+        screen = await open_detail(app, pilot, "worker")
+        await pilot.press("3")
+        await until(pilot, lambda: screen.table("dead").keys == ids)
+        for key in ("r", "R", "x"):
+            await pilot.press(key)
+        await pilot.pause()
+        assert app.screen is screen  # no confirm dialog either
+        assert notes(app).count(
+            "read-only: redeliver is disabled (started with --read-only)") == 2
+        assert "read-only: clear dead letters is disabled (started with --read-only)" \
+            in notes(app)
+        assert [d["event"].event_id for d in runtime.get_process("worker").dead_letters] == ids
+        assert queued_ids(runtime) == [] and screen.table("dead").keys == ids
+
+
+async def test_escape_and_backspace_go_back_to_the_dashboard() -> None:
+    runtime = make_runtime()
+    app = make_app(runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_detail(app, pilot, "worker")
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+        await open_detail(app, pilot, "worker")
+        await pilot.press("4", "backspace")
+        await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+
+
+async def test_a_process_that_disappears_is_reported_not_a_crash() -> None:
+    runtime = make_runtime()
+    app = make_app(runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_detail(app, pilot, "worker")
+        await runtime.remove_process("worker")
+        await until(pilot, lambda: "no process named 'worker'" in screen.gone)
+        await until(pilot, lambda: "esc goes back" in screen_text(app))
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+
+
+async def crashed_mid_write(tmp_path: Path, ledger: Ledger) -> tuple[AgentRuntime, ProcessConfig]:
+    """A runtime whose process "p" recovers a run that died inside a write tool: the run waits
+    with ``unknown_write_outcome`` (the recovery tests' approach, over an SQLite file)."""
+    config = ProcessConfig(
+        model={"provider": "scripted", "turns": [
+            {"tool_calls": [{"name": "record", "args": {"item": "$payload.i"}}]},
+            {"reply": "done"}]},
+        journal={"level": "checkpoint", "path": str(tmp_path / "j.db")})
+    ledger.gate = asyncio.Event()  # the write hangs: the process dies inside it
+    journal = make_journal(config.journal)
+    first = AgentProcess("p", config, journal=journal, tools=ledger.tools())
+    await first.start()
+    await first.inject(TriggerEvent("t", "manual", {"i": "1"}, event_id="ev-1"))
+    deadline = asyncio.get_running_loop().time() + 5
+    while not await journal.read(ReadFilter(process="p", entry_type=EntryType.TOOL_INTENT)):
+        assert asyncio.get_running_loop().time() < deadline, "no tool intent journaled"
+        await asyncio.sleep(0.005)
+    await abandon(first)
+    await journal.close()
+    ledger.gate = None
+    runtime = AgentRuntime()
+    runtime.add_process("p", config, tools=ledger.tools())
+    return runtime, config
+
+
+async def test_enter_on_a_waiting_run_reconciles_it(tmp_path: Path) -> None:
+    ledger = Ledger()
+    runtime, _ = await crashed_mid_write(tmp_path, ledger)
+    app = make_app(runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        process = runtime.get_process("p")
+        await until(pilot, lambda: len(process.waiting_runs()) == 1, what="a waiting run")
+        run_id = process.waiting_runs()[0].run_id
+        screen = await open_detail(app, pilot, "p")
+        await pilot.press("4")
+        table = screen.table("runs")
+        await until(pilot, lambda: table.keys[:1] == [run_id])
+        assert "waiting" in str(table.get_cell(run_id, "state"))
+        assert "waiting 1" in screen_text(app).splitlines()[0]
+
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ReconcileDialog))
+        assert "record" in screen_text(app) and f"{run_id}:2" in screen_text(app)
+        await pilot.press("escape")  # cancel: nothing changes
+        await until(pilot, lambda: app.screen is screen)
+        assert len(process.waiting_runs()) == 1
+
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ReconcileDialog))
+        await pilot.click("#not_applied")
+        await until(pilot, lambda: not process.waiting_runs(), what="the run reconciled")
+        await until(pilot, lambda: process.invocation_count == 1)
+        assert process.recent_runs()[-1].state.value == "succeeded"
+        assert ledger.writes == []  # the unknown write was never re-run blindly
+        await until(pilot, lambda: "succeeded" in str(table.get_cell(run_id, "state")))
+        await until(pilot, lambda: f"run {run_id[:8]} reconciled: not applied" in notes(app))
+
+
+async def test_read_only_shows_a_waiting_run_but_does_not_reconcile(tmp_path: Path) -> None:
+    runtime, _ = await crashed_mid_write(tmp_path, Ledger())
+    app = make_app(runtime, read_only=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        process = runtime.get_process("p")
+        await until(pilot, lambda: len(process.waiting_runs()) == 1, what="a waiting run")
+        screen = await open_detail(app, pilot, "p")
+        await pilot.press("4")
+        await until(pilot, lambda: screen.table("runs").row_count == 1)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RunStepsDialog))
+        assert "read-only: reconcile is disabled (started with --read-only)" in notes(app)
+        assert len(process.waiting_runs()) == 1
