@@ -259,14 +259,9 @@ async def child_main(args: argparse.Namespace) -> None:
                     "samples_1hz": [round(mb, 1) for mb in rss],
                 },
             })
-            closing = time.monotonic()
-            await app.shutdown()  # the real quit path: every process stops cleanly
-            probe.send("closed", shutdown_s=round(time.monotonic() - closing, 3))
         except BaseException as exc:
             probe.send("error", error=f"{type(exc).__name__}: {exc}")
             raise
-        finally:
-            app.exit()
 
     driver = asyncio.create_task(drive())
     await app.run_async(mouse=True)
@@ -342,7 +337,7 @@ def drive_terminal(child: subprocess.Popen[bytes], master: int, results: int,
     to_cursor: list[float] = []
     missed = 0
     final: dict[str, Any] | None = None
-    closed: dict[str, Any] = {}
+    quit_at: float | None = None
     deadline = time.monotonic() + READY_TIMEOUT + args.seconds + 60
     open_fds = [master, results]
     while open_fds and time.monotonic() < deadline:
@@ -389,14 +384,16 @@ def drive_terminal(child: subprocess.Popen[bytes], master: int, results: int,
                     next_key_at = time.monotonic() + rng.uniform(0.05, 0.15)
                 elif kind == "final":
                     final = message
-                elif kind == "closed":
-                    closed = message
+                    # quit the way an operator does: the app stops the runtime and exits
+                    os.write(master, b"q")
+                    quit_at = time.monotonic()
                 elif kind == "error":
                     raise RuntimeError(f"child failed: {message['error']}")
         if child.poll() is not None and master not in open_fds and results not in open_fds:
             break
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(timeout=30)
+    exited_at = time.monotonic()
     if final is None:
         text = tail.decode(errors="replace")
         raise RuntimeError(f"child ended without results (rc={child.returncode}): {text[-1500:]}")
@@ -408,7 +405,9 @@ def drive_terminal(child: subprocess.Popen[bytes], master: int, results: int,
         "no_input": round(bytes_quiet / half),
         "with_keys_every_100ms": round(bytes_keys / half),
     }
-    result["shutdown_s"] = closed.get("shutdown_s")
+    result["quit_key_to_exit_s"] = (round(exited_at - quit_at, 3)
+                                    if quit_at is not None and child.returncode is not None
+                                    else None)
     result["exit_code"] = child.returncode
     return result
 

@@ -91,6 +91,7 @@ class ProcessDetailScreen(Screen[None]):
         self.gone = ""  # why the process cannot be read, when it cannot
         self.marked: set[str] = set()  # dead-letter event ids
         self._static_shown: dict[str, dict[str, Any] | None] = {}
+        self._ready = False  # the pump may call show() before the tabs are mounted
 
     def compose(self) -> ComposeResult:
         yield Static(Text(self.process, style="bold"), id="detail-title")
@@ -120,6 +121,7 @@ class ProcessDetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._ready = True
         self.query_one("#live-log").focus()
 
     def current_process(self) -> str | None:
@@ -135,6 +137,8 @@ class ProcessDetailScreen(Screen[None]):
     # -- the pump writes here (only while this screen is active) -------------------------
     async def show(self, store: UIStore, now: float, feed: list[FeedLine],
                    activity: list[str]) -> None:
+        if not self._ready:
+            return
         try:
             detail = await self.app.control.process_detail(self.process)
         except ControlError as exc:
@@ -143,7 +147,7 @@ class ProcessDetailScreen(Screen[None]):
         except Exception as exc:  # a remote that went away: say so, keep the room up
             self._show_gone(f"cannot read it: {exc}")
             return
-        if not self.is_current:
+        if not (self.is_attached and self.is_current):
             return  # popped or covered while we awaited
         self.detail, self.now, self.gone = detail, now, ""
         self._draw_title(detail)
@@ -151,7 +155,7 @@ class ProcessDetailScreen(Screen[None]):
 
     def _show_gone(self, why: str) -> None:
         self.gone = why
-        if self.is_current:
+        if self.is_attached and self.is_current:
             self.query_one("#detail-title", Static).update(
                 Text(f"⚠ {self.process}: {why} — esc goes back", style="bold red"))
 
