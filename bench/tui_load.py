@@ -20,7 +20,7 @@ every process:
 Prints one JSON object. Usage:
     python bench/tui_load.py [--seconds 30] [--processes 200] [--rate 2000]
                              [--source inject|synthetic] [--modes default,low_bandwidth]
-                             [--profile out.pstats]
+                             [--profile out.pstats] [--gc-tune 50000,20,100]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import fcntl
+import gc
 import json
 import os
 import platform
@@ -40,6 +41,7 @@ import sys
 import tempfile
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,20 +88,50 @@ class Probe:
         self.lags: list[float] = []
         self.pumps: list[float] = []
         self.frames: list[float] = []
+        self.screen_updates: list[float] = []
+        self.gc_pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self.gc_collected = [0, 0, 0]  # cyclic garbage freed, per generation
+        self._gc_started = 0.0
         self.frame_chars = 0
         self.rss: list[tuple[float, float]] = []
         self.injected = 0
         self.cursor_at: float | None = None
         self.reported_row: int | None = None
 
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        # Collector pauses stop the loop too; with a big heap a full (gen 2) pass is long.
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.gc_pauses[info["generation"]].append(time.perf_counter() - self._gc_started)
+            self.gc_collected[info["generation"]] += info["collected"]
+
+    def reset(self) -> None:
+        for series in (self.frames, self.pumps, self.screen_updates, *self.gc_pauses.values()):
+            series.clear()
+        self.gc_collected = [0, 0, 0]
+
     def send(self, kind: str, **data: Any) -> None:
         self.out.write(json.dumps({"kind": kind, **data}) + "\n")
         self.out.flush()
 
 
-def make_app_class() -> type[Any]:
+def make_app_class(probe: Probe) -> type[Any]:
+    from textual.screen import Screen
+
     import promptui.app as app_module
     from promptui.app import ControlRoom
+
+    # Time every screen update (layout + compositor + widget renders + the terminal write).
+    # Patched on the class, in this bench child only: the update timer holds a bound method.
+    on_timer_update = Screen._on_timer_update
+
+    def timed_update(self: Screen[Any]) -> None:
+        started = time.perf_counter()
+        on_timer_update(self)
+        probe.screen_updates.append(time.perf_counter() - started)
+
+    Screen._on_timer_update = timed_update  # type: ignore[method-assign]
 
     class BenchRoom(ControlRoom):
         # CSS_PATH is resolved next to the defining class's file: point at the real one.
@@ -120,12 +152,19 @@ async def child_main(args: argparse.Namespace) -> None:
 
     from textual.css.query import NoMatches
 
+    from promptui.app import tune_gc
     from promptui.screens.dashboard import DashboardScreen
     from promptui.settings import load_settings, user_themes_dir
     from promptui.themes import LOW_BANDWIDTH_THEME, load_themes
     from runtime_core import AgentRuntime, ProcessConfig, TriggerEvent
     from runtime_core.control import LocalControl
-    from runtime_core.events import EventDeadLettered, QueueDepth, RunFinished, RunStarted
+    from runtime_core.events import (
+        EventDeadLettered,
+        QueueDepth,
+        RunFinished,
+        RunStarted,
+        RuntimeEvent,
+    )
 
     # Runtime log lines on stderr would land in the pty and be counted as screen bytes.
     logging.basicConfig(filename="bench.log", level=logging.WARNING)
@@ -137,7 +176,7 @@ async def child_main(args: argparse.Namespace) -> None:
                  for i in range(args.processes)]
     themes, _ = load_themes(user_themes_dir())
     settings = load_settings()
-    app = make_app_class()(LocalControl(runtime, name="bench"), themes=themes,
+    app = make_app_class(probe)(LocalControl(runtime, name="bench"), themes=themes,
                            theme=LOW_BANDWIDTH_THEME if low else settings.theme,
                            refresh_hz=settings.refresh_hz, low_bandwidth=low)
     app.probe = probe
@@ -146,7 +185,7 @@ async def child_main(args: argparse.Namespace) -> None:
         # Deficit pacing: each 10 ms tick catches up with rate * elapsed, so a slow tick
         # does not lower the average rate (it is measured and reported anyway).
         start = time.monotonic()
-        kinds = [
+        kinds: list[Callable[[str, int], RuntimeEvent]] = [
             lambda p, n: RunStarted(process=p, run_id=f"r{n}", event_id=f"e{n}",
                                     trigger_type="manual", attempt=1),
             lambda p, n: RunFinished(process=p, run_id=f"r{n}", event_id=f"e{n}",
@@ -192,7 +231,7 @@ async def child_main(args: argparse.Namespace) -> None:
                 probe.send("key", row=row, cursor_at=probe.cursor_at, frame_at=time.monotonic())
                 probe.reported_row = row
 
-        app._display = display  # type: ignore[method-assign]
+        app._display = display
 
     def on_cursor(_: object = None) -> None:
         probe.cursor_at = time.monotonic()
@@ -221,8 +260,13 @@ async def child_main(args: argparse.Namespace) -> None:
             emitted0 = runtime.notifier.emitted
             runs0 = sum(p.invocation_count for p in processes)
             pumps0 = app.pump_count
-            probe.frames.clear()
-            probe.pumps.clear()
+            if args.gc_tune:  # experiment: what a tuned collector would change (see --help)
+                gc.freeze()
+                gc.set_threshold(*args.gc_tune)
+            else:  # what `promptui ui` does before it runs the app
+                tune_gc()
+            probe.reset()
+            gc.callbacks.append(probe.on_gc)
             tasks = [asyncio.create_task(coro) for coro in (producer(), lag_meter(),
                                                             rss_meter(t0))]
             probe.send("ready", t0=t0, rss_mb=rss_mb())
@@ -249,7 +293,13 @@ async def child_main(args: argparse.Namespace) -> None:
                 },
                 "loop_lag_ms": stats_ms(probe.lags),
                 "pump_ms": stats_ms(probe.pumps),
-                "frame_render_write_ms": stats_ms(probe.frames),
+                "screen_update_ms": stats_ms(probe.screen_updates),
+                "frame_write_ms": stats_ms(probe.frames),
+                "gc_pause_ms": {f"gen{g}": stats_ms(v) for g, v in probe.gc_pauses.items()},
+                "gc_collected_objects": dict(zip(("gen0", "gen1", "gen2"),
+                                                 probe.gc_collected, strict=True)),
+                "gc_tracked_objects": len(gc.get_objects()),
+                "gc_thresholds": list(gc.get_threshold()),
                 "memory_mb": {
                     "start": round(rss[0], 1) if rss else None,
                     "end": round(rss_mb(), 1),
@@ -306,6 +356,8 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                    "--result-fd", str(write_end), "--seconds", str(args.seconds),
                    "--processes", str(args.processes), "--rate", str(args.rate),
                    "--source", args.source]
+        if args.gc_tune:
+            command += ["--gc-tune", ",".join(map(str, args.gc_tune))]
         if args.profile and mode == "default":
             command += ["--profile", str(Path(args.profile).resolve())]
         child = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave,
@@ -433,6 +485,10 @@ def main() -> None:
     parser.add_argument("--source", choices=("inject", "synthetic"), default="inject")
     parser.add_argument("--modes", default="default,low_bandwidth")
     parser.add_argument("--profile", default="", help="cProfile the default-mode child")
+    parser.add_argument("--gc-tune", type=lambda v: [int(x) for x in v.split(",")],
+                        default=None, metavar="T0,T1,T2",
+                        help="experiment, not the app's behaviour: gc.freeze() once the table "
+                             "is up and gc.set_threshold(T0, T1, T2), e.g. 50000,20,100")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--result-fd", type=int, default=-1, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -445,6 +501,7 @@ def main() -> None:
         "setup": {
             "seconds_per_mode": args.seconds, "processes": args.processes,
             "source": args.source, "source_rate_per_s": args.rate,
+            "gc_tune": args.gc_tune,
             "source_note": ("TriggerEvents injected round-robin into real processes "
                             "(echo model, journal none); each run emits ~6 runtime events"
                             if args.source == "inject" else

@@ -59,7 +59,7 @@ def ui(
         err.print(f"[red]error:[/red] unknown theme {chosen!r}; choose one of: "
                   + ", ".join(t.name for t in themes))
         raise typer.Exit(2)
-    from promptui.app import ControlRoom
+    from promptui.app import ControlRoom, tune_gc
     from runtime_core.control import LocalControl
 
     # The runtime's log lines would scribble over the screen: keep them in a file.
@@ -73,6 +73,7 @@ def ui(
     app = ControlRoom(control, themes=themes, theme=chosen,
                       refresh_hz=refresh or settings.refresh_hz, low_bandwidth=low,
                       keymap=settings.keymap)
+    tune_gc()
     app.run(mouse=not no_mouse and settings.mouse)  # quitting closes the runtime
     err.print("Stopped cleanly; queued events and dead letters are kept in the journal.")
 

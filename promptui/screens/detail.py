@@ -11,6 +11,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
@@ -150,8 +151,11 @@ class ProcessDetailScreen(Screen[None]):
         if not (self.is_attached and self.is_current):
             return  # popped or covered while we awaited
         self.detail, self.now, self.gone = detail, now, ""
-        self._draw_title(detail)
-        self._draw(self.active_tab)
+        try:
+            self._draw_title(detail)
+            self._draw(self.active_tab)
+        except NoMatches:  # the app is tearing the screen down under us
+            return
 
     def _show_gone(self, why: str) -> None:
         self.gone = why

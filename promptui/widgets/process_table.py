@@ -64,43 +64,53 @@ def age(seconds: float | None) -> str:
     return f"{seconds / 86400:.0f}d"
 
 
-def queue_bar(depth: int, capacity: int) -> Text:
+Cell = tuple[str, str]  # (text, style): cheap to build and compare every tick
+
+
+def queue_cell(depth: int, capacity: int) -> Cell:
     share = 0.0 if capacity <= 0 else min(1.0, depth / capacity)
     full = share * BAR_WIDTH
-    cells = "".join(BLOCKS[min(8, max(0, round((full - i) * 8)))] for i in range(BAR_WIDTH))
+    bar = "".join(BLOCKS[min(8, max(0, round((full - i) * 8)))] for i in range(BAR_WIDTH))
     style = "red" if share >= 0.8 else "yellow" if share >= 0.5 else "green"
-    text = Text(f"{depth:>4} ")
-    text.append(cells, style=style)
-    return text
+    return f"{depth:>4} {bar}", style
 
 
-def pad(value: Text | str) -> Text | str:
-    """A leading space as the column gutter (the table's own padding is off to save width)."""
-    if isinstance(value, Text):
-        return Text(" ") + value
-    return " " + value
+def last_cell(row: ProcessSummary, now: float) -> Cell:
+    return (age(now - row.last_run_at) if row.last_run_at is not None else "-"), ""
 
 
-def cells(row: ProcessSummary, now: float) -> dict[str, Text | str]:
+def cells(row: ProcessSummary, now: float) -> dict[str, Cell]:
+    """Plain (text, style) pairs; a Rich Text is only built for a cell that changed."""
     state = row.state + ("*" if row.suspend_reason else "")
     health_style = "green" if row.health == "ok" else "dim" if row.health == "off" else "yellow"
-    budget = "-" if row.budget_use is None else f"{row.budget_use * 100:.0f}%"
-    budget_style = "red" if (row.budget_use or 0) >= 1 else "yellow" if (
-        row.budget_use or 0) >= 0.8 else ""
-    return {key: pad(value) for key, value in {
-        "name": Text(row.name, style="bold" if row.waiting_runs else ""),
-        "state": Text(state, style=STATE_STYLES.get(row.state, "")),
-        "queue": queue_bar(row.queue_depth, row.queue_capacity),
-        "runs": str(row.active_runs) if not row.waiting_runs else Text(
-            f"{row.active_runs}!", style="bold red"),
-        "invocations": str(row.invocations),
-        "failures": Text(str(row.failure_streak), style="red" if row.failure_streak else ""),
-        "dead": Text(str(row.dead_letters), style="yellow" if row.dead_letters else ""),
-        "health": Text(row.health.replace(" anomalies", " anom").replace(" anomaly", " anom"),
-                       style=health_style),
-        "budget": Text(budget, style=budget_style),
-        "last": age(now - row.last_run_at) if row.last_run_at is not None else "-",
-    }.items()}
+    use = row.budget_use
+    budget = "-" if use is None else f"{use * 100:.0f}%"
+    budget_style = "red" if (use or 0) >= 1 else "yellow" if (use or 0) >= 0.8 else ""
+    return {
+        "name": (row.name, "bold" if row.waiting_runs else ""),
+        "state": (state, STATE_STYLES.get(row.state, "")),
+        "queue": queue_cell(row.queue_depth, row.queue_capacity),
+        "runs": (str(row.active_runs), "") if not row.waiting_runs else (
+            f"{row.active_runs}!", "bold red"),
+        "invocations": (str(row.invocations), ""),
+        "failures": (str(row.failure_streak), "red" if row.failure_streak else ""),
+        "dead": (str(row.dead_letters), "yellow" if row.dead_letters else ""),
+        "health": (row.health.replace(" anomalies", " anom").replace(" anomaly", " anom"),
+                   health_style),
+        "budget": (budget, budget_style),
+        "last": last_cell(row, now),
+    }
+
+
+def render_cell(key: str, cell: Cell) -> Text:
+    """The leading space is the column gutter (the table's own padding is off to save width)."""
+    text, style = cell
+    if key == "queue":  # the number plain, the bar coloured
+        number, _, bar = text.rpartition(" ")
+        rendered = Text(f" {number} ")
+        rendered.append(bar, style=style)
+        return rendered
+    return Text(" " + text, style=style)
 
 
 SORT_VALUES: dict[str, Callable[[ProcessSummary], object]] = {
@@ -117,7 +127,7 @@ SORT_VALUES: dict[str, Callable[[ProcessSummary], object]] = {
 }
 
 
-class ProcessTable(DataTable[Text | str]):
+class ProcessTable(DataTable[Text]):
     """Rows keyed by process name; ``sync`` applies the store's latest rows as a diff."""
 
     DEFAULT_CSS = """
@@ -127,7 +137,8 @@ class ProcessTable(DataTable[Text | str]):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, cell_padding=0,
                          **kwargs)  # type: ignore[arg-type]
-        self._rendered: dict[str, dict[str, Text | str]] = {}
+        self._rendered: dict[str, dict[str, Cell]] = {}
+        self._dirty: set[str] = set()  # changed while scrolled out of view
         self._rows: dict[str, ProcessSummary] = {}
         self.sort_column: str | None = None
         self.sort_reverse = False
@@ -188,36 +199,64 @@ class ProcessTable(DataTable[Text | str]):
         return found != self._inverse
 
     def sync(self, rows: dict[str, ProcessSummary], now: float) -> None:
+        previous = self._rows
         self._rows = dict(rows)
         self._now = now
         selected = self.selected_name
         structure_changed = False
         wanted = [name for name, row in rows.items() if self._visible(row)]
-        for gone in [name for name in self._rendered if name not in wanted]:
+        wanted_set = set(wanted)
+        for gone in [name for name in self._rendered if name not in wanted_set]:
             with contextlib.suppress(RowDoesNotExist):
                 self.remove_row(gone)
             del self._rendered[gone]
+            self._dirty.discard(gone)
             structure_changed = True
         sort_dirty = False
+        top, bottom = self._viewport()
         for name in wanted:
-            fresh = cells(rows[name], now)
+            row = rows[name]
             old = self._rendered.get(name)
             if old is None:
-                self.add_row(*(fresh[c.key] for c in COLUMNS), key=name)
+                fresh = cells(row, now)
+                self.add_row(*(render_cell(c.key, fresh[c.key]) for c in COLUMNS), key=name)
+                self._rendered[name] = fresh
                 structure_changed = sort_dirty = True
+                continue
+            if previous.get(name) == row and name not in self._dirty:
+                # Unchanged row: only its age can move (cheap, and mostly not at all).
+                fresh = {**old, "last": last_cell(row, now)}
             else:
-                for column in COLUMNS:
-                    value = fresh[column.key]
-                    if old[column.key] != value:
-                        self.update_cell(name, column.key, value)
-                        if column.key == self.sort_column:
-                            sort_dirty = True
+                fresh = cells(row, now)
+            if self.sort_column is not None and fresh[self.sort_column] != old[
+                    self.sort_column]:
+                sort_dirty = True
+            if not top <= self.get_row_index(name) <= bottom:
+                # Off screen: repainting the table for it buys nothing; catch up on scroll.
+                if fresh != old:
+                    self._dirty.add(name)
+                continue
+            self._dirty.discard(name)
+            for column in COLUMNS:
+                value = fresh[column.key]
+                if old[column.key] != value:
+                    self.update_cell(name, column.key, render_cell(column.key, value))
             self._rendered[name] = fresh
         if sort_dirty:
             self._apply_sort()  # unsorted: back to the runtime's order (rows re-added last)
             structure_changed = True
         if structure_changed and selected is not None:
             self.select(selected)
+
+    def _viewport(self) -> tuple[int, int]:
+        """Row indexes on screen now, with a little slack."""
+        top = int(self.scroll_y)
+        return top - 2, top + max(self.size.height, 1) + 2
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if self._dirty and self._rows:
+            self.call_later(self._resync)  # rows scrolled into view get their updates
 
     def _resync(self) -> None:
         if self._rows:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,15 @@ def make_runtime(**extra: Any) -> AgentRuntime:
 
 def make_app(runtime: AgentRuntime, *, read_only: bool = False) -> ControlRoom:
     return ControlRoom(LocalControl(runtime, name="t", read_only=read_only), refresh_hz=20)
+
+
+@asynccontextmanager
+async def running(app: ControlRoom,
+                  size: tuple[int, int] = (120, 40)) -> AsyncIterator[Pilot[None]]:
+    async with app.run_test(size=size) as pilot:
+        yield pilot
+        # As `q` does: stop the pump and the runtime before the screens are torn down.
+        await app.shutdown()
 
 
 def notes(app: ControlRoom) -> list[str]:
@@ -104,7 +115,7 @@ async def test_every_tab_shows_its_data_at_80x24() -> None:
     runtime = make_runtime(health={"enabled": True},
                            budget={"enabled": True, "max_runs_per_day": 50})
     app = make_app(runtime)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with running(app, (80, 24)) as pilot:
         process = runtime.get_process("worker")
         await until(pilot, lambda: process.state.value == "running")
         await process.inject(TriggerEvent("t", "manual", {"city": "Oslo"}))
@@ -172,7 +183,7 @@ async def test_live_tab_follows_a_running_run_step_by_step() -> None:
         {"tool_calls": [{"name": "slow", "args": {"city": "Oslo"}}]}, {"reply": "bring a coat"}]}),
         tools=[tool(slow, effect="read")])
     app = make_app(runtime)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         screen = await open_detail(app, pilot, "worker")
         await until(pilot, lambda: "no runs yet" in str(
             screen.query_one("#live-status", Static).content))
@@ -192,7 +203,7 @@ async def test_live_tab_follows_a_running_run_step_by_step() -> None:
 async def test_space_marks_and_r_redelivers_only_the_marked() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         ids = await dead_letters(runtime, pilot, 3)
         screen = await open_detail(app, pilot, "worker")
         await pilot.press("3")
@@ -214,7 +225,7 @@ async def test_space_marks_and_r_redelivers_only_the_marked() -> None:
 async def test_r_takes_the_cursor_row_and_R_redelivers_all() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         ids = await dead_letters(runtime, pilot, 3)
         screen = await open_detail(app, pilot, "worker")
         await pilot.press("3")
@@ -235,7 +246,7 @@ async def test_r_takes_the_cursor_row_and_R_redelivers_all() -> None:
 async def test_rows_update_in_place_and_the_cursor_keeps_its_key() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         ids = await dead_letters(runtime, pilot, 2)
         screen = await open_detail(app, pilot, "worker")
         await pilot.press("3")
@@ -259,7 +270,7 @@ async def test_rows_update_in_place_and_the_cursor_keeps_its_key() -> None:
 async def test_x_asks_first_cancel_keeps_and_confirm_clears() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         ids = await dead_letters(runtime, pilot, 2)
         screen = await open_detail(app, pilot, "worker")
         await pilot.press("3")
@@ -282,7 +293,7 @@ async def test_x_asks_first_cancel_keeps_and_confirm_clears() -> None:
 async def test_read_only_refuses_every_dead_letter_command() -> None:
     runtime = make_runtime()
     app = make_app(runtime, read_only=True)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         ids = await dead_letters(runtime, pilot, 2)
         screen = await open_detail(app, pilot, "worker")
         await pilot.press("3")
@@ -302,7 +313,7 @@ async def test_read_only_refuses_every_dead_letter_command() -> None:
 async def test_escape_and_backspace_go_back_to_the_dashboard() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         await open_detail(app, pilot, "worker")
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
@@ -314,7 +325,7 @@ async def test_escape_and_backspace_go_back_to_the_dashboard() -> None:
 async def test_a_process_that_disappears_is_reported_not_a_crash() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         screen = await open_detail(app, pilot, "worker")
         await runtime.remove_process("worker")
         await until(pilot, lambda: "no process named 'worker'" in screen.gone)
@@ -352,7 +363,7 @@ async def test_enter_on_a_waiting_run_reconciles_it(tmp_path: Path) -> None:
     ledger = Ledger()
     runtime, _ = await crashed_mid_write(tmp_path, ledger)
     app = make_app(runtime)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         process = runtime.get_process("p")
         await until(pilot, lambda: len(process.waiting_runs()) == 1, what="a waiting run")
         run_id = process.waiting_runs()[0].run_id
@@ -384,7 +395,7 @@ async def test_enter_on_a_waiting_run_reconciles_it(tmp_path: Path) -> None:
 async def test_read_only_shows_a_waiting_run_but_does_not_reconcile(tmp_path: Path) -> None:
     runtime, _ = await crashed_mid_write(tmp_path, Ledger())
     app = make_app(runtime, read_only=True)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with running(app) as pilot:
         process = runtime.get_process("p")
         await until(pilot, lambda: len(process.waiting_runs()) == 1, what="a waiting run")
         screen = await open_detail(app, pilot, "p")

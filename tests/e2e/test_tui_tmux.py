@@ -1,0 +1,165 @@
+"""The real ``promptui`` command in a real terminal (tmux, 80x24): wait for the process table,
+filter to the flaky deployer once it has dead letters, open it, redeliver them all from the
+"3 Dead" tab, go back, quit; the journal then holds the ``redelivered`` entry and the command
+exited 0."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+PROCESS = "flaky-deployer"  # fails every other build: dead letters after a few seconds
+WIDTH, HEIGHT = 80, 24
+DEADLINE = 35.0  # the whole test; each wait below takes what is left, at most its own cap
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed (needed to drive a real terminal)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Tmux:
+    """One detached session on a private tmux server (its own socket, no config file): the
+    operator's tmux is never touched, and killing the server ends everything we started."""
+
+    def __init__(self, socket_path: Path, session: str) -> None:
+        self.base = ["tmux", "-S", str(socket_path), "-f", "/dev/null"]
+        self.session = session
+        self.started = time.monotonic()
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=10,
+                              check=check)
+
+    def start(self, cwd: Path, command: str) -> None:
+        self.run("new-session", "-d", "-s", self.session, "-x", str(WIDTH), "-y", str(HEIGHT),
+                 "-c", str(cwd), command)
+
+    def keys(self, *keys: str, literal: bool = False) -> None:
+        self.run("send-keys", "-t", self.session, *(["-l"] if literal else []), *keys)
+
+    def screen(self) -> str:
+        result = self.run("capture-pane", "-p", "-t", self.session, check=False)
+        return result.stdout if result.returncode == 0 else ""
+
+    def alive(self) -> bool:
+        return self.run("has-session", "-t", self.session, check=False).returncode == 0
+
+    def wait_for(self, what: str, condition: Callable[[str], bool], cap: float = 20.0) -> str:
+        """Poll the pane until ``condition(screen)`` holds; fail with the last screen."""
+        until = min(time.monotonic() + cap, self.started + DEADLINE)
+        screen = ""
+        while time.monotonic() < until:
+            screen = self.screen()
+            if condition(screen):
+                return screen
+            time.sleep(0.2)
+        pytest.fail(f"timed out waiting for {what}; the screen was:\n{screen}")
+
+    def kill(self) -> None:
+        subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=10)
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    # A short private directory: a unix socket path must stay under ~100 bytes.
+    home = Path(tempfile.mkdtemp(prefix="pui-tmux-"))
+    session = Tmux(home / "sock", f"promptui-e2e-{uuid.uuid4().hex[:12]}")
+    try:
+        yield session
+    finally:
+        session.kill()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def dead_count(screen: str, process: str) -> int | None:
+    """The Dead column of ``process``'s row, located by the header (bars have no spaces)."""
+    lines = screen.splitlines()
+    header = next((line for line in lines if " Process " in line and " Dead " in line), None)
+    row = next((line for line in lines if line.startswith(f"│ {process} ")), None)
+    if header is None or row is None:
+        return None
+    start, end = header.index(" Dead "), header.index(" Health ")
+    cell = row[start:end].strip()
+    return int(cell) if cell.isdigit() else None
+
+
+def redeliveries(journal: Path, process: str) -> list[dict[str, object]]:
+    """``redelivered`` entries of ``process``, read-only (the app may still be writing)."""
+    if not journal.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=2)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = conn.execute("SELECT data FROM entries WHERE process = ? AND entry_type = ?",
+                            (process, "redelivered")).fetchall()
+    except sqlite3.Error:  # not created yet, or busy: poll again
+        return []
+    finally:
+        conn.close()
+    return [json.loads(data) for (data,) in rows]
+
+
+def test_redeliver_dead_letters_from_the_detail_screen(tmp_path: Path, tmux: Tmux) -> None:
+    promptui = Path(sys.executable).parent / "promptui"
+    journal = tmp_path / "j.db"
+    exit_file = tmp_path / "exit-code"
+    env = {"PROMPTUI_DEMO_DIR": str(tmp_path / "demo"),
+           "PROMPTUI_DEMO_WEBHOOK_PORT": str(free_port()),
+           "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color"}
+    ui = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()),
+                     str(promptui), "ui", "--journal", str(journal)])
+    # The exit code lands in a file: the pane closes with the command.
+    tmux.start(tmp_path, f"{ui}; echo $? > {shlex.quote(str(exit_file))}")
+
+    tmux.wait_for(f"the table with {PROCESS} holding a dead letter",
+                  lambda s: (dead_count(s, PROCESS) or 0) > 0, cap=25)
+    assert not redeliveries(journal, PROCESS)
+
+    tmux.keys("/")  # filter, typed live; Enter keeps it and gives the table the focus
+    tmux.wait_for("the filter box", lambda s: "filter:" in s, cap=5)
+    tmux.keys(PROCESS, literal=True)
+    tmux.wait_for("the filtered table", lambda s: "│ looper " not in s
+                  and f"│ {PROCESS} " in s, cap=5)
+    tmux.keys("Enter")
+    tmux.wait_for("the table focused again", lambda s: "filter:" not in s, cap=5)
+    tmux.keys("Enter")  # open the only row
+    tmux.wait_for("the detail screen", lambda s: "3 Dead" in s, cap=8)
+    tmux.keys("3")
+    tmux.keys("R")  # redeliver all
+
+    deadline = time.monotonic() + 8
+    while not redeliveries(journal, PROCESS) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert redeliveries(journal, PROCESS), f"no redelivery journaled; screen:\n{tmux.screen()}"
+
+    tmux.keys("Escape")
+    tmux.wait_for("the dashboard again", lambda s: " Process " in s and "3 Dead" not in s,
+                  cap=5)
+    tmux.keys("q")
+    deadline = time.monotonic() + 10
+    while tmux.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not tmux.alive(), f"promptui did not quit; screen:\n{tmux.screen()}"
+    assert exit_file.read_text().strip() == "0", "promptui ui exited with an error"
+
+    entries = redeliveries(journal, PROCESS)
+    assert entries and all(entry.get("event_ids") for entry in entries), entries
