@@ -27,8 +27,8 @@ from runtime_core.events import (
     ProcessFailed,
     RunFinished,
     RunStarted,
-    RunWaiting,
     RuntimeEvent,
+    RunWaiting,
 )
 
 NO_USER_THEMES = Path("/nonexistent/promptui-user-themes")
