@@ -20,22 +20,23 @@ from promptui.actions import ActionSpec
 from promptui.screens.dialogs import ConfirmDialog, ReconcileChoice, ReconcileDialog
 from promptui.store import FeedLine, UIStore
 from promptui.widgets.detail_tabs import (
-    RUN_STATE_STYLES,
-    Cell,
-    Col,
+    CONTEXT_COLS,
+    DEAD_COLS,
+    QUEUE_COLS,
+    RUN_COLS,
     ConversationLog,
     KeyedTable,
     LiveView,
     RunStepsDialog,
-    clip,
-    compact,
     config_view,
-    duration,
+    context_rows,
+    dead_rows,
     governance_view,
-    iso_age,
-    run_outcome,
+    queue_rows,
+    row_detail,
+    run_rows,
 )
-from promptui.widgets.process_table import STATE_STYLES, age
+from promptui.widgets.process_table import STATE_STYLES
 from runtime_core.control import ControlError, ProcessDetail, RunView
 
 if TYPE_CHECKING:
@@ -61,21 +62,10 @@ DETAIL_ACTIONS = (
     ActionSpec("detail.mark", "space", "mark", "Mark"),
     ActionSpec("detail.redeliver", "r", "redeliver", "Redeliver", mutating=True),
     ActionSpec("detail.redeliver_all", "R", "redeliver_all", "Redeliver all", mutating=True),
-    ActionSpec("detail.clear_dead", "x", "clear_dead", "Clear dead letters", mutating=True),
+    ActionSpec("detail.clear_dead", "x", "clear_dead", "Clear dead", mutating=True),
     ActionSpec("detail.open_run", "enter", "open_run", "Open run"),
 )
 DEAD_ONLY = frozenset({"mark", "redeliver", "redeliver_all", "clear_dead"})
-
-QUEUE_COLS = (Col("id", "Event", 8), Col("trigger", "Trigger", 10), Col("age", "Age", 4),
-              Col("payload", "Payload", None))
-DEAD_COLS = (Col("mark", "●", 1), Col("id", "Event", 8), Col("reason", "Reason", 17),
-             Col("error", "Error", 18), Col("attempts", "Try", 3), Col("age", "Age", 4),
-             Col("payload", "Payload", None))
-RUN_COLS = (Col("id", "Run", 8), Col("trigger", "Trigger", 9), Col("state", "State", 9),
-            Col("outcome", "Reason / error / reply", 24), Col("took", "Took", 6),
-            Col("steps", "Steps", 5))
-CONTEXT_COLS = (Col("key", "Key", 22), Col("value", "Value", None))
-
 
 class ProcessDetailScreen(Screen[None]):
     CSS_PATH = "detail.tcss"
@@ -172,27 +162,26 @@ class ProcessDetailScreen(Screen[None]):
         text.append(f"  queue {s.queue_depth}/{s.queue_capacity}")
         text.append(f"  dead {s.dead_letters}", style="yellow" if s.dead_letters else "")
         text.append(f"  waiting {s.waiting_runs}", style="bold red" if s.waiting_runs else "")
-        text.append(f"  active {s.active_runs}  runs {s.invocations}", style="dim")
+        text.append(f"  active {s.active_runs}  done {s.invocations}", style="dim")
         if self.app.control.read_only:
             text.append("  read-only", style="bold magenta")
         self.query_one("#detail-title", Static).update(text)
 
     def _draw(self, pane: str) -> None:
-        if self.detail is None:
+        """Redraw one tab from the last read; hidden tabs wait until they are shown."""
+        d = self.detail
+        if d is None:
             return
-        draw: dict[str, Callable[[ProcessDetail], None]] = {
-            "live": lambda d: self.query_one(LiveView).show(d.runs, self.now),
-            "queue": self._draw_queue,
-            "dead": self._draw_dead,
-            "runs": self._draw_runs,
-            "context": self._draw_context,
-            "conversation": lambda d: self.query_one(ConversationLog).show(d.conversation),
-            "governance": lambda d: self._set_static("#governance-view", d.governance,
-                                                     governance_view),
-            "config": lambda d: self._set_static("#config-view", d.config, config_view),
-        }
-        if pane in draw:
-            draw[pane](self.detail)
+        if pane in ("queue", "dead", "runs", "context"):
+            self._draw_table(pane)
+        elif pane == "live":
+            self.query_one(LiveView).show(d.runs, self.now)
+        elif pane == "conversation":
+            self.query_one(ConversationLog).show(d.conversation)
+        elif pane == "governance":
+            self._set_static("#governance-view", d.governance, governance_view)
+        elif pane == "config":
+            self._set_static("#config-view", d.config, config_view)
 
     def _set_static(self, selector: str, data: dict[str, Any],
                     render: Callable[[dict[str, Any]], Any]) -> None:
@@ -200,73 +189,23 @@ class ProcessDetailScreen(Screen[None]):
             self._static_shown[selector] = data
             self.query_one(selector, Static).update(render(data))
 
-    def _draw_queue(self, d: ProcessDetail) -> None:
-        self.table("queue").sync([(q.event_id, (
-            q.event_id[:8], clip(q.trigger_type, 10), age(self.now - q.timestamp),
-            clip(q.payload_preview, 80))) for q in d.queued])
-        self._row_detail("queue")
-
-    def _draw_dead(self, d: ProcessDetail) -> None:
-        self.marked &= {dl.event_id for dl in d.dead_letters}  # drop marks of rows that went
-        self.table("dead").sync([(dl.event_id, (
-            Text("●", style="bold yellow") if dl.event_id in self.marked else "",
-            dl.event_id[:8], clip(dl.reason, 17), Text(clip(dl.error, 18), style="red"),
-            str(dl.attempts), iso_age(dl.dead_lettered_at, self.now),
-            clip(dl.payload_preview, 80))) for dl in d.dead_letters])
-        self._row_detail("dead")
-
-    def _draw_runs(self, d: ProcessDetail) -> None:
-        rows: list[tuple[str, tuple[Cell, ...]]] = []
-        for run in d.runs:
-            style = "bold" if run.state == "waiting" else ""
-            state = "⏸ waiting" if run.state == "waiting" else run.state
-            rows.append((run.run_id, (
-                Text(run.run_id[:8], style=style), clip(run.trigger_type, 9),
-                Text(state, style=RUN_STATE_STYLES.get(run.state, "")),
-                Text(clip(run_outcome(run), 24), style=style), duration(run, self.now),
-                str(len(run.steps)))))
-        self.table("runs").sync(rows, ordered=True)  # waiting first, then newest
-        self._row_detail("runs")
-
-    def _draw_context(self, d: ProcessDetail) -> None:
-        self.table("context").sync([(key, (clip(key, 22), clip(compact(value), 200)))
-                                    for key, value in d.context.items()])
-        self._row_detail("context")
+    def _draw_table(self, pane: str) -> None:
+        d, now = self.detail, self.now
+        if d is None:
+            return
+        if pane == "dead":
+            self.marked &= {x.event_id for x in d.dead_letters}  # drop marks of rows gone
+        rows = {"queue": lambda: queue_rows(d, now), "dead": lambda: dead_rows(
+            d, now, self.marked), "runs": lambda: run_rows(d, now),
+            "context": lambda: context_rows(d)}[pane]()
+        self.table(pane).sync(rows, ordered=pane == "runs")  # runs: waiting first, newest
+        self._row_detail(pane)
 
     def _row_detail(self, pane: str) -> None:
         """The full text of the row under the cursor (the table cuts it to fit 80 columns)."""
-        d = self.detail
-        if d is None:
-            return
-        key = self.table(pane).cursor_key
-        text = Text()
-        if pane == "queue":
-            text.append(f"{len(d.queued)} queued (capacity {d.summary.queue_capacity})",
-                        style="dim")
-            event = next((q for q in d.queued if q.event_id == key), None)
-            if event is not None:
-                text.append(f"\n{event.event_id} · {event.trigger_type} · "
-                            f"{event.trigger_id}\npayload: {event.payload_preview}")
-        elif pane == "dead":
-            text.append(f"{len(d.dead_letters)} dead letters, {len(self.marked)} marked",
-                        style="dim")
-            dead = next((x for x in d.dead_letters if x.event_id == key), None)
-            if dead is not None:
-                text.append(f"\n{dead.event_id} · {dead.trigger_type} · {dead.reason}\n")
-                text.append(f"error: {dead.error}", style="red")
-                text.append(f"\npayload: {dead.payload_preview}")
-        elif pane == "runs":
-            text.append(f"{len(d.runs)} runs, {d.summary.waiting_runs} waiting", style="dim")
-            run = self._run(key)
-            if run is not None:
-                hint = "enter: reconcile" if run.state == "waiting" else "enter: steps"
-                text.append(f"\n{run.run_id} · event {run.event_id[:8]} · attempt "
-                            f"{run.attempt} · {hint}\n{run_outcome(run)}")
-        elif pane == "context":
-            text.append(f"{len(d.context)} keys", style="dim")
-            if key is not None and key in d.context:
-                text.append(f"\n{key} = {compact(d.context[key])}")
-        self.query_one(f"#{pane}-detail", Static).update(text)
+        if self.detail is not None:
+            self.query_one(f"#{pane}-detail", Static).update(row_detail(
+                pane, self.detail, self.table(pane).cursor_key, self.marked))
 
     def _run(self, run_id: str | None) -> RunView | None:
         if self.detail is None or run_id is None:
@@ -290,6 +229,8 @@ class ProcessDetailScreen(Screen[None]):
         self.action_open_run()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self._ready:
+            return True  # the footer asks before the tabs exist
         if action in DEAD_ONLY:
             return self.active_tab == "dead"
         if action == "open_run":
@@ -341,8 +282,7 @@ class ProcessDetailScreen(Screen[None]):
         if key is None:
             return
         self.marked ^= {key}
-        if self.detail is not None:
-            self._draw_dead(self.detail)
+        self._draw_table("dead")
         table.action_cursor_down()  # mark a run of rows with repeated space
 
     def action_redeliver(self) -> None:

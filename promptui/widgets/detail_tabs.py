@@ -25,7 +25,7 @@ from textual.widgets import Button, DataTable, Label, RichLog, Static
 from textual.widgets.data_table import RowDoesNotExist
 
 from promptui.widgets.process_table import age
-from runtime_core.control import RunView, StepView
+from runtime_core.control import ProcessDetail, RunView, StepView
 
 Cell = Text | str
 LIVE_MAX_LINES = 1000
@@ -39,6 +39,8 @@ RUN_STATE_STYLES = {
     "failed": "red",
     "cancelled": "dim",
 }
+GOVERNANCE_LABELS = {"budget": "budget left", "health_anomalies": "anomalies",
+                     "active_secrets": "secrets in use"}
 ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "system": "dim",
                "tool": "magenta"}
 
@@ -117,15 +119,18 @@ def governance_view(governance: dict[str, Any]) -> RenderableType:
         return Text("governance is off for this process (no health, budget, mission, secrets "
                     "or inbox in its manifest)", style="dim")
     table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
-    table.add_column("what", style="bold", no_wrap=True, width=14)
+    table.add_column("what", style="bold", no_wrap=True, width=16)
     table.add_column("value", overflow="fold")
     for key, value in governance.items():
         if isinstance(value, dict):
-            body = Text("\n".join(f"{k}: {v if isinstance(v, str) else compact(v)}"
-                                  for k, v in value.items()) or "-")
+            # budget holds what is left of each limit; None there means no such limit
+            none = "no limit" if key == "budget" else "-"
+            body = Text("\n".join(
+                f"{k}: {none if v is None else v if isinstance(v, str) else compact(v)}"
+                for k, v in value.items()) or "-")
         else:
             body = Text(str(value))
-        table.add_row(key.replace("_", " "), body)
+        table.add_row(GOVERNANCE_LABELS.get(key, key.replace("_", " ")), body)
     return table
 
 
@@ -206,6 +211,81 @@ class KeyedTable(DataTable[Cell]):
             changed = True
         if changed and cursor is not None and cursor in wanted:
             self.move_cursor(row=self.get_row_index(cursor), animate=False)
+
+
+# -- the rows of the four tables -----------------------------------------------------------
+Row = tuple[str, tuple[Cell, ...]]
+# Widths that keep every column but the payload/value on an 80-column terminal.
+QUEUE_COLS = (Col("id", "Event", 8), Col("trigger", "Trigger", 10), Col("age", "Age", 4),
+              Col("payload", "Payload", None))
+DEAD_COLS = (Col("mark", "●", 1), Col("id", "Event", 8), Col("reason", "Reason", 17),
+             Col("error", "Error", 18), Col("attempts", "Try", 3), Col("age", "Age", 4),
+             Col("payload", "Payload", None))
+RUN_COLS = (Col("id", "Run", 8), Col("trigger", "Trigger", 9), Col("state", "State", 9),
+            Col("outcome", "Reason / error / reply", 24), Col("took", "Took", 6),
+            Col("steps", "Steps", 5))
+CONTEXT_COLS = (Col("key", "Key", 22), Col("value", "Value", None))
+
+
+def queue_rows(d: ProcessDetail, now: float) -> list[Row]:
+    return [(q.event_id, (q.event_id[:8], clip(q.trigger_type, 10), age(now - q.timestamp),
+                          clip(q.payload_preview, 80))) for q in d.queued]
+
+
+def dead_rows(d: ProcessDetail, now: float, marked: set[str]) -> list[Row]:
+    return [(x.event_id, (
+        Text("●", style="bold yellow") if x.event_id in marked else "", x.event_id[:8],
+        clip(x.reason, 17), Text(clip(x.error, 18), style="red"), str(x.attempts),
+        iso_age(x.dead_lettered_at, now), clip(x.payload_preview, 80)))
+        for x in d.dead_letters]
+
+
+def run_rows(d: ProcessDetail, now: float) -> list[Row]:
+    rows: list[Row] = []
+    for run in d.runs:
+        style = "bold" if run.state == "waiting" else ""
+        state = "⏸ waiting" if run.state == "waiting" else run.state
+        rows.append((run.run_id, (
+            Text(run.run_id[:8], style=style), clip(run.trigger_type, 9),
+            Text(state, style=RUN_STATE_STYLES.get(run.state, "")),
+            Text(clip(run_outcome(run), 24), style=style), duration(run, now),
+            str(len(run.steps)))))
+    return rows
+
+
+def context_rows(d: ProcessDetail) -> list[Row]:
+    return [(key, (clip(key, 22), clip(compact(value), 200))) for key, value in d.context.items()]
+
+
+def row_detail(pane: str, d: ProcessDetail, key: str | None, marked: set[str]) -> Text:
+    """A count for the tab, then the full text of the row under the cursor."""
+    text = Text()
+    if pane == "queue":
+        text.append(f"{len(d.queued)} queued (capacity {d.summary.queue_capacity})",
+                    style="dim")
+        event = next((q for q in d.queued if q.event_id == key), None)
+        if event is not None:
+            text.append(f"\n{event.event_id} · {event.trigger_type} · {event.trigger_id}"
+                        f"\npayload: {event.payload_preview}")
+    elif pane == "dead":
+        text.append(f"{len(d.dead_letters)} dead letters, {len(marked)} marked", style="dim")
+        dead = next((x for x in d.dead_letters if x.event_id == key), None)
+        if dead is not None:
+            text.append(f"\n{dead.event_id} · {dead.trigger_type} · {dead.reason}\n")
+            text.append(f"error: {dead.error}", style="red")
+            text.append(f"\npayload: {dead.payload_preview}")
+    elif pane == "runs":
+        text.append(f"{len(d.runs)} runs, {d.summary.waiting_runs} waiting", style="dim")
+        run = next((r for r in d.runs if r.run_id == key), None)
+        if run is not None:
+            hint = "enter: reconcile" if run.state == "waiting" else "enter: steps"
+            text.append(f"\n{run.run_id} · event {run.event_id[:8]} · attempt {run.attempt}"
+                        f" · {hint}\n{run_outcome(run)}")
+    elif pane == "context":
+        text.append(f"{len(d.context)} keys", style="dim")
+        if key is not None and key in d.context:
+            text.append(f"\n{key} = {compact(d.context[key])}")
+    return text
 
 
 # -- the live run log ----------------------------------------------------------------------

@@ -52,16 +52,18 @@ def make_runtime(**extra: Any) -> AgentRuntime:
 
 
 def make_app(runtime: AgentRuntime, *, read_only: bool = False) -> ControlRoom:
-    return ControlRoom(LocalControl(runtime, name="t", read_only=read_only), refresh_hz=20)
+    app = ControlRoom(LocalControl(runtime, name="t", read_only=read_only), refresh_hz=20)
+    app.animation_level = "none"  # Pilot waits for the tab underline to glide otherwise
+    return app
 
 
 @asynccontextmanager
 async def running(app: ControlRoom,
-                  size: tuple[int, int] = (120, 40)) -> AsyncIterator[Pilot[None]]:
+                  size: tuple[int, int] = (120, 40)) -> AsyncIterator[Pilot[Any]]:
     async with app.run_test(size=size) as pilot:
         yield pilot
-        # As `q` does: stop the pump and the runtime before the screens are torn down.
-        await app.shutdown()
+        # Quit as an operator does: the pump and the runtime stop before the screens go.
+        await pilot.press("q")
 
 
 def notes(app: ControlRoom) -> list[str]:
@@ -74,18 +76,16 @@ def screen_text(app: ControlRoom) -> str:
 
 
 def plain(renderable: Any, width: int = 100) -> str:
-    console = Console(width=width, file=io.StringIO(), color_system=None)
-    console.print(renderable)
-    out = console.file.getvalue()
-    assert isinstance(out, str)
-    return out
+    out = io.StringIO()
+    Console(width=width, file=out, color_system=None).print(renderable)
+    return out.getvalue()
 
 
 def log_text(screen: ProcessDetailScreen, selector: str) -> str:
     return "\n".join(strip.text for strip in screen.query_one(selector, RichLog).lines)
 
 
-async def open_detail(app: ControlRoom, pilot: Pilot[None], name: str) -> ProcessDetailScreen:
+async def open_detail(app: ControlRoom, pilot: Pilot[Any], name: str) -> ProcessDetailScreen:
     await until(pilot, lambda: name in app.store.processes, what="the process row")
     app.open_process(name)
     await until(pilot, lambda: isinstance(app.screen, ProcessDetailScreen)
@@ -95,7 +95,7 @@ async def open_detail(app: ControlRoom, pilot: Pilot[None], name: str) -> Proces
     return screen
 
 
-async def dead_letters(runtime: AgentRuntime, pilot: Pilot[None], count: int) -> list[str]:
+async def dead_letters(runtime: AgentRuntime, pilot: Pilot[Any], count: int) -> list[str]:
     """``count`` dead letters with the process suspended after, so redelivered events wait
     in the queue where the test can see them."""
     process = runtime.get_process("worker")

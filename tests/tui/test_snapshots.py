@@ -95,3 +95,60 @@ def test_help(snap_compare: Any, size: tuple[int, int]) -> None:
 
 def test_too_small(snap_compare: Any) -> None:
     assert snap_compare(scene_app(), run_before=pumped(), terminal_size=(64, 18))
+
+
+def opened(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
+    """Open payments-sync (it has a waiting run, dead letters, context...) then press keys."""
+
+    async def open_detail(pilot: Pilot[Any]) -> None:
+        pilot.app.open_process("payments-sync")  # type: ignore[attr-defined]
+        await pilot.pause()
+        await pilot.app.pump()  # type: ignore[attr-defined]
+        await pilot.pause()
+        if keys:
+            await pilot.press(*keys)
+            await pilot.pause()
+            await pilot.app.pump()  # type: ignore[attr-defined]
+            await pilot.pause()
+
+    return pumped(then=open_detail)
+
+
+TABS = ["1", "2", "3", "4", "5", "6", "7", "8"]
+
+
+@pytest.mark.parametrize("tab", TABS)
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_process_tab(snap_compare: Any, size: tuple[int, int], tab: str) -> None:
+    assert snap_compare(scene_app(), run_before=opened(tab), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_dead_letters_with_marks(snap_compare: Any, size: tuple[int, int]) -> None:
+    assert snap_compare(scene_app(), run_before=opened("3", "space", "down", "down", "space"),
+                        terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_clear_dead_letters_confirm(snap_compare: Any, size: tuple[int, int]) -> None:
+    assert snap_compare(scene_app(), run_before=opened("3", "x"), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_reconcile_dialog(snap_compare: Any, size: tuple[int, int]) -> None:
+    async def wait_dialog(pilot: Pilot[Any]) -> None:
+        for _ in range(50):  # the dialog opens after an awaited control call
+            if type(pilot.app.screen).__name__ == "ReconcileDialog":
+                return
+            await pilot.pause(0.01)
+
+    async def go(pilot: Pilot[Any]) -> None:
+        await opened("4", "enter")(pilot)
+        await wait_dialog(pilot)
+
+    assert snap_compare(scene_app(), run_before=go, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_detail_help(snap_compare: Any, size: tuple[int, int]) -> None:
+    assert snap_compare(scene_app(), run_before=opened("question_mark"), terminal_size=size)
