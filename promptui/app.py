@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from textual.app import App, SystemCommand
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
 
@@ -139,9 +140,12 @@ class ControlRoom(App[None]):
         show = getattr(screen, "show", None)
         if isinstance(screen, ModalScreen) or show is None:
             return  # a dialog is up: the screen underneath catches up on the next tick
-        result = show(self.store, now, feed, activity)
-        if inspect.isawaitable(result):
-            await result
+        try:
+            result = show(self.store, now, feed, activity)
+            if inspect.isawaitable(result):
+                await result
+        except NoMatches:  # the screen is being torn down (quit): nothing to draw on
+            return
 
     # -- navigation --------------------------------------------------------------------------
     def open_process(self, name: str) -> None:
