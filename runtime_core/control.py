@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime_core.events import EventNotifier, RuntimeEvent
+from runtime_core.journal.provider import ReadFilter
+from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
+from runtime_core.journal.summary import summarize
 from runtime_core.triggers.base import TriggerEvent
 
 if TYPE_CHECKING:
@@ -23,6 +26,7 @@ __all__ = [
     "ControlPlane",
     "DeadLetterView",
     "EventStream",
+    "JournalEntryView",
     "LocalControl",
     "ProcessDetail",
     "ProcessSummary",
@@ -127,6 +131,18 @@ class ProcessDetail:
     triggers: tuple[dict[str, Any], ...] = field(default=())
 
 
+@dataclass(frozen=True, slots=True)
+class JournalEntryView:
+    """One line of a process's timeline."""
+
+    entry_id: str  # "<process>:<seq>"
+    seq: int
+    entry_type: str
+    run_id: str
+    timestamp: float
+    summary: str
+
+
 class EventStream(Protocol):
     """A bounded buffer of runtime events; the oldest are dropped (and counted) when full."""
 
@@ -173,6 +189,18 @@ class ControlPlane(Protocol):
 
     async def reconcile(self, name: str, run_id: str, outcome: str, *, result: Any = None,
                         note: str = "") -> None: ...
+
+    async def journal_entries(self, name: str, *, before_seq: int | None = None,
+                              at_or_before: float | None = None, entry_type: str | None = None,
+                              text: str = "", limit: int = 200) -> list[JournalEntryView]:
+        """Newest first; page with ``before_seq`` (the last seq you have)."""
+        ...
+
+    async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan: ...
+
+    async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult: ...
+
+    async def fork(self, name: str, entry_id: str, new_name: str) -> str: ...
 
     async def start_all(self) -> None: ...
 
@@ -388,6 +416,49 @@ class LocalControl:
             await self._process(name).reconcile(run_id, outcome, result=result, note=note)
         except (KeyError, ValueError) as exc:
             raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+
+    # -- the journal, rewind and fork ----------------------------------------------------------
+    async def journal_entries(self, name: str, *, before_seq: int | None = None,
+                              at_or_before: float | None = None, entry_type: str | None = None,
+                              text: str = "", limit: int = 200) -> list[JournalEntryView]:
+        process = self._process(name)
+        journal = process.journal
+        if journal is None:
+            raise ControlError(f"{name} keeps no journal, so it has no timeline "
+                               "(set journal: {level: checkpoint} in its manifest)")
+        await journal.flush()
+        entries = await journal.read(ReadFilter(
+            process=name, until_seq=before_seq, until_time=at_or_before,
+            entry_type=entry_type or None, contains=text or None, newest_first=True,
+            limit=max(1, min(limit, 5000))))
+        return [JournalEntryView(e.entry_id, e.seq, e.entry_type, e.run_id or "", e.timestamp,
+                                 process.redact(summarize(e))) for e in entries]
+
+    async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan:
+        try:
+            return await self._process(name).rewind_plan(entry_id, mode)
+        except (RuntimeError, ValueError) as exc:
+            raise ControlError(str(exc)) from None
+
+    async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult:
+        self._mutating("rewind")
+        try:
+            return await self._process(name).rewind(entry_id, mode, actor="operator")
+        except (RuntimeError, ValueError) as exc:
+            raise ControlError(str(exc)) from None
+
+    async def fork(self, name: str, entry_id: str, new_name: str) -> str:
+        """Fork and start the new process."""
+        self._mutating("fork")
+        new_name = new_name.strip()
+        if not new_name:
+            raise ControlError("the fork needs a name")
+        try:
+            child = await self._process(name).fork(entry_id, new_name)
+        except (RuntimeError, ValueError) as exc:
+            raise ControlError(str(exc)) from None
+        await child.start()
+        return child.name
 
     async def start_all(self) -> None:
         await self.runtime.start_all()

@@ -29,6 +29,8 @@ class EntryType:
     RECOVERED = "recovered"
     INSTRUCTIONS_UPDATED = "instructions_updated"
     SECRET_ACCESS = "secret_access"
+    REWIND = "rewind"  # the state restored; the entries it skipped stay in the journal
+    FORKED = "forked"  # the first entry of a process forked from another one's history
 
 
 @dataclass(slots=True)

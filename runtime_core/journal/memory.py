@@ -102,12 +102,22 @@ class MemoryJournal:
             and (query.run_id is None or e.run_id == query.run_id)
             and (query.since_seq is None or e.seq > query.since_seq)
             and (query.since_time is None or e.timestamp >= query.since_time)
+            and (query.until_seq is None or e.seq < query.until_seq)
+            and (query.until_time is None or e.timestamp <= query.until_time)
+            and (not query.contains or _contains(e, query.contains))
         ]
         if query.newest_first:
             out.reverse()
         if query.limit is not None:
             out = out[: query.limit]
         return [copy.deepcopy(e) for e in out]
+
+    async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self._entries:
+            if e.process == process and e.seq > since_seq:
+                counts[e.entry_type] = counts.get(e.entry_type, 0) + 1
+        return counts
 
     async def checkpoint(self, process: str, state: dict[str, Any], *, process_id: str = ""
                          ) -> JournalEntry:
@@ -143,3 +153,9 @@ class MemoryJournal:
 
     def now(self) -> float:
         return time.time()
+
+
+def _contains(entry: JournalEntry, text: str) -> bool:
+    needle = text.lower()
+    return needle in entry.entry_type.lower() or needle in json.dumps(
+        entry.data, default=str).lower()

@@ -40,6 +40,9 @@ class ReadFilter:
     run_id: str | None = None
     since_seq: int | None = None  # entries with seq > since_seq
     since_time: float | None = None
+    until_seq: int | None = None  # entries with seq < until_seq
+    until_time: float | None = None  # entries at or before this time
+    contains: str | None = None  # the entry's JSON data contains this text (case-insensitive)
     limit: int | None = None
     newest_first: bool = False
 
@@ -93,6 +96,10 @@ class JournalProvider(Protocol):
     async def open_runs(self, process: str) -> list[OpenRun]: ...
 
     async def processes(self) -> list[str]: ...
+
+    async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
+        """How many entries of each type ``process`` has after ``since_seq``."""
+        ...
 
     async def close(self) -> None: ...
 

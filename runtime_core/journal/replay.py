@@ -10,6 +10,7 @@ from runtime_core.agent.model import ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import JournalProvider, ReadFilter
+from runtime_core.journal.rewind import RewindEngine, fold_context
 
 INTERRUPTED_READ = (
     "interrupted: this read did not finish before the process stopped; "
@@ -48,12 +49,9 @@ class ReplayEngine:
         for entry in entries:
             last_type = entry.entry_type
             d = entry.data
+            fold_context(context_state, entry)  # updates, tool results, a rewind's state
             if entry.entry_type == EntryType.STATE_TRANSITION:
                 lifecycle = str(d.get("to_state", lifecycle))
-            elif entry.entry_type == EntryType.CONTEXT_UPDATE:
-                context_state[d["key"]] = d.get("value")
-            elif entry.entry_type == EntryType.TOOL_RESULT and d.get("ok", True):
-                context_state.update(d.get("updates") or {})
             elif entry.entry_type == EntryType.RUN_FINISHED and d.get("state") == "succeeded":
                 invocations += 1
         return {
@@ -67,14 +65,9 @@ class ReplayEngine:
         }
 
     async def conversation(self, process: str, max_messages: int) -> list[Message]:
-        """The last ``max_messages`` conversation messages (0 = all, up to 2,000 runs back)."""
-        runs = (max_messages + 1) // 2 if max_messages else 1000
-        finished = await self.journal.read(ReadFilter(
-            process=process, entry_type=EntryType.RUN_FINISHED, newest_first=True, limit=runs))
-        messages: list[Message] = []
-        for entry in reversed(finished):
-            messages.extend(entry.data.get("messages") or [])
-        return messages[-max_messages:] if max_messages else messages
+        """The last ``max_messages`` conversation messages (0 = all): the last rewind or fork
+        base, then what the runs after it added."""
+        return await RewindEngine(self.journal).conversation_before(process, None, max_messages)
 
 
 @dataclass(slots=True)

@@ -330,6 +330,17 @@ class SQLiteJournal:
         if query.since_time is not None:
             where.append("e.ts >= ?")
             params.append(query.since_time)
+        if query.until_seq is not None:
+            where.append("e.seq < ?")
+            params.append(query.until_seq)
+        if query.until_time is not None:
+            where.append("e.ts <= ?")
+            params.append(query.until_time)
+        if query.contains:
+            where.append("(e.data LIKE ? ESCAPE '\\' OR e.entry_type LIKE ? ESCAPE '\\')")
+            pattern = "%" + query.contains.replace("\\", "\\\\").replace(
+                "%", "\\%").replace("_", "\\_") + "%"
+            params.extend([pattern, pattern])
         sql = _SELECT
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -339,6 +350,12 @@ class SQLiteJournal:
             sql += " LIMIT ?"
             params.append(int(query.limit))
         return [_row_to_entry(row) for row in await self._fetch(sql, tuple(params))]
+
+    async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
+        rows = await self._fetch(
+            "SELECT entry_type, COUNT(*) FROM entries WHERE process = ? AND seq > ? "
+            "GROUP BY entry_type", (process, since_seq))
+        return {str(t): int(n) for t, n in rows}
 
     async def checkpoint(self, process: str, state: dict[str, Any], *, process_id: str = ""
                          ) -> JournalEntry:

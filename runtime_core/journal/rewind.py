@@ -1,0 +1,214 @@
+"""Rewind: the state a process had just before a journal entry, and the plan that shows what
+going back there changes. History is never edited: applying appends a ``rewind`` entry with
+the restored state (and the process a checkpoint), so the skipped entries stay readable and a
+rewind can itself be undone by rewinding to an entry after it."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.provider import JournalProvider, ReadFilter
+from runtime_core.journal.rewind_plan import (
+    ContextChange,
+    OutsideEffect,
+    RewindMode,
+    RewindPlan,
+)
+
+Message = dict[str, Any]
+CONVERSATION_TYPES = frozenset({EntryType.RUN_FINISHED})
+STATE_TYPES = frozenset({EntryType.CONTEXT_UPDATE, EntryType.TOOL_RESULT, EntryType.CHECKPOINT,
+                         EntryType.RECONCILED, EntryType.REWIND})
+BASE_TYPES = (EntryType.REWIND, EntryType.FORKED)  # entries that carry a whole conversation
+MAX_EFFECTS = 200
+MAX_PREVIEW = 20
+
+
+class UnknownEntry(ValueError):
+    """The entry id names nothing in this process's journal."""
+
+
+def parse_entry_id(process: str, entry_id: str | int) -> int:
+    """``"<process>:<seq>"`` (as shown everywhere) or a bare sequence number."""
+    text = str(entry_id).strip()
+    name, sep, seq = text.rpartition(":")
+    if sep and name and name != process:
+        raise UnknownEntry(f"entry {text!r} belongs to process {name!r}, not {process!r}")
+    try:
+        number = int(seq if sep else text)
+    except ValueError:
+        raise UnknownEntry(f"{text!r} is not an entry id; use '{process}:<seq>' as listed by "
+                           f"'promptui rewind {process}'") from None
+    if number < 1:
+        raise UnknownEntry(f"entry sequence numbers start at 1, not {number}")
+    return number
+
+
+def fold_context(state: dict[str, Any], entry: JournalEntry) -> None:
+    """Apply one entry to a context state (the same rules recovery uses)."""
+    d = entry.data
+    if entry.entry_type == EntryType.CONTEXT_UPDATE:
+        state[d["key"]] = d.get("value")
+    elif entry.entry_type == EntryType.TOOL_RESULT and d.get("ok", True):
+        state.update(d.get("updates") or {})
+    elif entry.entry_type in BASE_TYPES and isinstance(d.get("context_state"), dict):
+        state.clear()
+        state.update(d["context_state"])
+
+
+class RewindEngine:
+    def __init__(self, journal: JournalProvider) -> None:
+        self.journal = journal
+
+    async def entry(self, process: str, entry_id: str | int) -> JournalEntry:
+        seq = parse_entry_id(process, entry_id)
+        found = await self.journal.read(ReadFilter(process=process, since_seq=seq - 1, limit=1))
+        if not found or found[0].seq != seq:
+            head = await self.head(process)
+            raise UnknownEntry(f"no journal entry {process}:{seq} (this process has entries "
+                               f"{process}:1 to {process}:{head})" if head else
+                               f"process {process!r} has no journal entries")
+        return found[0]
+
+    async def head(self, process: str) -> int:
+        last = await self.journal.read(ReadFilter(process=process, newest_first=True, limit=1))
+        return last[0].seq if last else 0
+
+    async def context_before(self, process: str, seq: int,
+                             initial: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The context state just before entry ``seq``: the last checkpoint before it (or the
+        configured ``initial`` state), then the entries between."""
+        checkpoints = await self.journal.read(ReadFilter(
+            process=process, entry_type=EntryType.CHECKPOINT, until_seq=seq, newest_first=True,
+            limit=1))
+        state: dict[str, Any] = dict(initial or {})
+        since = 0
+        if checkpoints:
+            state = dict(checkpoints[0].data.get("context_state") or {})
+            since = checkpoints[0].seq
+        for entry in await self.journal.read(ReadFilter(process=process, since_seq=since,
+                                                        until_seq=seq)):
+            fold_context(state, entry)
+        return state
+
+    async def conversation_before(self, process: str, seq: int | None,
+                                  max_messages: int = 0) -> list[Message]:
+        """The conversation just before entry ``seq`` (None: now): the last rewind or fork
+        base, then the messages of the runs finished after it."""
+        base: list[Message] = []
+        since = 0
+        for kind in BASE_TYPES:
+            found = await self.journal.read(ReadFilter(
+                process=process, entry_type=kind, until_seq=seq, newest_first=True, limit=1))
+            if found and found[0].seq > since and isinstance(
+                    found[0].data.get("conversation"), list):
+                base, since = list(found[0].data["conversation"]), found[0].seq
+        runs = (max_messages + 1) // 2 if max_messages else 1000  # "all": 1,000 runs back
+        finished = await self.journal.read(ReadFilter(
+            process=process, entry_type=EntryType.RUN_FINISHED, since_seq=since, until_seq=seq,
+            newest_first=True, limit=runs))
+        messages = list(base)
+        for entry in reversed(finished):
+            messages.extend(entry.data.get("messages") or [])
+        return messages[-max_messages:] if max_messages else messages
+
+    async def outside_effects(self, process: str, seq: int) -> list[OutsideEffect]:
+        """Write tool calls at or after ``seq``: done in the world, not undone by a rewind."""
+        intents = await self.journal.read(ReadFilter(
+            process=process, entry_type=EntryType.TOOL_INTENT, since_seq=seq - 1))
+        writes = [e for e in intents if e.data.get("effect") == "write"][:MAX_EFFECTS]
+        if not writes:
+            return []
+        results = await self.journal.read(ReadFilter(
+            process=process, entry_type=EntryType.TOOL_RESULT, since_seq=seq - 1))
+        by_call = {(r.run_id, r.data.get("step")): r for r in results}
+        effects = []
+        for intent in writes:
+            result = by_call.get((intent.run_id, intent.data.get("step")))
+            effects.append(OutsideEffect(
+                intent.entry_id, intent.run_id or "", str(intent.data.get("tool", "")),
+                dict(intent.data.get("args") or {}),
+                str(result.data.get("result", "")) if result is not None else "",
+                intent.timestamp))
+        return effects
+
+    async def plan(self, process: str, entry_id: str | int, mode: RewindMode | str, *,
+                   current_context: dict[str, Any], current_conversation: list[Message],
+                   max_messages: int = 0, initial: dict[str, Any] | None = None) -> tuple[RewindPlan, dict[str, Any], list[Message]]:
+        """The plan, and the context and conversation the rewind would restore."""
+        mode = RewindMode(mode)
+        target = await self.entry(process, entry_id)
+        seq = target.seq
+        head = await self.head(process)
+        counts = await self.journal.count_types(process, since_seq=seq - 1)
+        conversation_n = sum(n for t, n in counts.items() if t in CONVERSATION_TYPES)
+        state_n = sum(n for t, n in counts.items() if t in STATE_TYPES)
+        affected = sum(counts.values())
+        context = await self.context_before(process, seq, initial)
+        conversation = await self.conversation_before(process, seq, max_messages)
+        changes: list[ContextChange] = []
+        dropped: list[Message] = []
+        if mode in (RewindMode.BOTH, RewindMode.CODE_ONLY, RewindMode.CANCEL):
+            changes = context_diff(current_context, context)
+        if mode in (RewindMode.BOTH, RewindMode.CONVERSATION_ONLY, RewindMode.CANCEL):
+            dropped = dropped_messages(current_conversation, conversation)
+        effects = await self.outside_effects(process, seq)
+        verb = {RewindMode.SUMMARIZE: "summarize without removing",
+                RewindMode.CANCEL: "preview only"}.get(mode, f"rewind ({mode.value})")
+        plan = RewindPlan(
+            process=process, target_entry_id=target.entry_id, target_seq=seq,
+            target_type=target.entry_type, target_timestamp=target.timestamp, mode=mode,
+            entries_total=head, entries_affected=affected,
+            conversation_affected=conversation_n, state_affected=state_n,
+            other_affected=affected - conversation_n - state_n,
+            context_changes=tuple(changes), messages_dropped=len(dropped),
+            dropped_preview=tuple(first_line(m) for m in dropped[:MAX_PREVIEW]),
+            outside_effects=tuple(effects),
+            summary=(f"{verb}: {affected} entr{'y' if affected == 1 else 'ies'} from "
+                     f"{target.entry_id} on ({conversation_n} conversation, {state_n} state), "
+                     f"{len(changes)} context key(s) change, {len(dropped)} message(s) dropped, "
+                     f"{len(effects)} outside write(s) stay done"))
+        return plan, context, conversation
+
+    async def interval_summary(self, process: str, seq: int) -> str:
+        counts = await self.journal.count_types(process, since_seq=seq - 1)
+        if not counts:
+            return "[rewind summary] (empty interval)"
+        parts = ", ".join(f"{n} {t}" for t, n in Counter(counts).most_common())
+        return (f"[rewind summary] Skipped interval from {process}:{seq} containing {parts}. "
+                "State and conversation were preserved as-is.")
+
+
+def context_diff(now: dict[str, Any], after: dict[str, Any]) -> list[ContextChange]:
+    changes = []
+    for key in sorted(set(now) | set(after)):
+        if key not in after:
+            changes.append(ContextChange(key, "removed", now[key], None))
+        elif key not in now:
+            changes.append(ContextChange(key, "added", None, after[key]))
+        elif now[key] != after[key]:
+            changes.append(ContextChange(key, "changed", now[key], after[key]))
+    return changes
+
+
+def dropped_messages(now: list[Message], after: list[Message]) -> list[Message]:
+    """What the conversation loses: everything past the common beginning."""
+    common = 0
+    for a, b in zip(now, after, strict=False):
+        if a != b:
+            break
+        common += 1
+    return now[common:]
+
+
+def first_line(message: Message) -> str:
+    content = str(message.get("content") or "")
+    line = content.strip().splitlines()[0] if content.strip() else ""
+    return f"{message.get('role', '?')}: {line[:100]}"
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,50 @@
+"""One readable line per journal entry, for timelines and listings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime_core.journal.entry import EntryType, JournalEntry
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str,
+                                                            ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summarize(entry: JournalEntry) -> str:
+    d = entry.data
+    t = entry.entry_type
+    if t == EntryType.STATE_TRANSITION:
+        return f"{d.get('from_state')} → {d.get('to_state')} {_short(d.get('reason', ''), 40)}"
+    if t == EntryType.EVENT_ACCEPTED:
+        return f"event {str(d.get('event_id', ''))[:8]} accepted ({d.get('trigger_type')})"
+    if t == EntryType.RUN_STARTED:
+        return f"run started for event {str(d.get('event_id', ''))[:8]}"
+    if t == EntryType.MODEL_USAGE:
+        calls = d.get("tool_calls") or []
+        what = f"asks for {len(calls)} tool(s)" if calls else _short(d.get("reply", ""), 50)
+        return f"model turn {d.get('turn', '')}: {what}"
+    if t == EntryType.TOOL_INTENT:
+        return f"{d.get('effect')} {d.get('tool')}({_short(d.get('args', {}), 50)})"
+    if t == EntryType.TOOL_RESULT:
+        mark = "✓" if d.get("ok", True) else "✗"
+        return f"{mark} {d.get('tool')} → {_short(d.get('result', ''), 50)}"
+    if t == EntryType.CONTEXT_UPDATE:
+        return f"{d.get('key')} = {_short(d.get('value'), 50)}"
+    if t == EntryType.RUN_FINISHED:
+        tail = d.get("reply") if d.get("state") == "succeeded" else d.get("error")
+        return f"run {d.get('state')}: {_short(tail or '', 50)}"
+    if t == EntryType.DEAD_LETTERED:
+        return f"dead letter {str(d.get('event_id', ''))[:8]}: {d.get('reason')}"
+    if t == EntryType.CHECKPOINT:
+        return f"checkpoint ({len(d.get('context_state') or {})} context keys)"
+    if t == "rewind":
+        return (f"rewind ({d.get('mode')}) to {d.get('target_entry_id')} by "
+                f"{d.get('actor', 'operator')}")
+    if t == "forked":
+        return f"forked from {d.get('from_process')} at {d.get('from_entry_id')}"
+    return _short(d, 70)
