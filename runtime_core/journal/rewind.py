@@ -137,7 +137,8 @@ class RewindEngine:
 
     async def plan(self, process: str, entry_id: str | int, mode: RewindMode | str, *,
                    current_context: dict[str, Any], current_conversation: list[Message],
-                   max_messages: int = 0, initial: dict[str, Any] | None = None) -> tuple[RewindPlan, dict[str, Any], list[Message]]:
+                   max_messages: int = 0, initial: dict[str, Any] | None = None,
+                   ) -> tuple[RewindPlan, dict[str, Any], list[Message]]:
         """The plan, and the context and conversation the rewind would restore."""
         mode = RewindMode(mode)
         target = await self.entry(process, entry_id)
