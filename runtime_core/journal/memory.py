@@ -158,4 +158,4 @@ class MemoryJournal:
 def _contains(entry: JournalEntry, text: str) -> bool:
     needle = text.lower()
     return needle in entry.entry_type.lower() or needle in json.dumps(
-        entry.data, default=str).lower()
+        entry.data, default=str, separators=(",", ":"), ensure_ascii=False).lower()

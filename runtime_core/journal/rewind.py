@@ -25,6 +25,7 @@ STATE_TYPES = frozenset({EntryType.CONTEXT_UPDATE, EntryType.TOOL_RESULT, EntryT
 BASE_TYPES = (EntryType.REWIND, EntryType.FORKED)  # entries that carry a whole conversation
 MAX_EFFECTS = 200
 MAX_PREVIEW = 20
+RESULT_SLACK = 5_000  # entries after the last listed write intent to look for its result
 
 
 class UnknownEntry(ValueError):
@@ -117,14 +118,21 @@ class RewindEngine:
 
     async def outside_effects(self, process: str, seq: int) -> list[OutsideEffect]:
         """Write tool calls at or after ``seq``: done in the world, not undone by a rewind."""
+        # The journal stores compact JSON, so the filter narrows to write intents in SQL; the
+        # check below keeps an argument that merely contains that text out.
         intents = await self.journal.read(ReadFilter(
-            process=process, entry_type=EntryType.TOOL_INTENT, since_seq=seq - 1))
+            process=process, entry_type=EntryType.TOOL_INTENT, since_seq=seq - 1,
+            contains='"effect":"write"', limit=MAX_EFFECTS * 2))
         writes = [e for e in intents if e.data.get("effect") == "write"][:MAX_EFFECTS]
         if not writes:
             return []
+        # A result follows its intent within the run; read only the stretch that can hold them.
         results = await self.journal.read(ReadFilter(
-            process=process, entry_type=EntryType.TOOL_RESULT, since_seq=seq - 1))
-        by_call = {(r.run_id, r.data.get("step")): r for r in results}
+            process=process, entry_type=EntryType.TOOL_RESULT, since_seq=writes[0].seq,
+            until_seq=writes[-1].seq + RESULT_SLACK))
+        wanted = {(e.run_id, e.data.get("step")) for e in writes}
+        by_call = {(r.run_id, r.data.get("step")): r for r in results
+                   if (r.run_id, r.data.get("step")) in wanted}
         effects = []
         for intent in writes:
             result = by_call.get((intent.run_id, intent.data.get("step")))
