@@ -15,6 +15,7 @@ from promptui.headless import BUNDLED_DEMO, load_runtime, run_headless
 from promptui.journal_cli import journal_app, logs
 from promptui.locate_cli import locate
 from promptui.manifest_cli import init, validate
+from promptui.rewind_cli import fork, rewind
 from promptui.ui_cli import ui
 
 app = typer.Typer(
@@ -29,6 +30,8 @@ app.command("locate")(locate)
 app.command("validate")(validate)
 app.command("init")(init)
 app.command("ui")(ui)
+app.command("rewind")(rewind)
+app.command("fork")(fork)
 app.add_typer(journal_app, name="journal")
 
 

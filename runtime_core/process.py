@@ -1064,6 +1064,9 @@ class AgentProcess:
         assert self._journal is not None
         await self._journal.flush()
         target = await engine.entry(self.name, entry_id)
+        if await engine.head(new_name):
+            raise ValueError(f"the journal already has a process named {new_name!r}; "
+                             "choose another name")
         context = await engine.context_before(self.name, target.seq,
                                               self.config.context.initial_state)
         conversation = await engine.conversation_before(

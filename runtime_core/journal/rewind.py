@@ -221,3 +221,73 @@ def first_line(message: Message) -> str:
 
 def now() -> float:
     return time.time()
+
+
+async def plan_offline(journal: JournalProvider, process: str, entry_id: str | int,
+                       mode: RewindMode | str, *, max_messages: int = 100) -> RewindPlan:
+    """The plan for a process that is not running, against the state it would recover."""
+    from runtime_core.journal.replay import ReplayEngine
+
+    engine = RewindEngine(journal)
+    recovered = await ReplayEngine(journal).recover(process)
+    plan, _, _ = await engine.plan(
+        process, entry_id, mode, current_context=dict(recovered["context_state"]),
+        current_conversation=await engine.conversation_before(process, None, max_messages),
+        max_messages=max_messages)
+    return plan
+
+
+async def apply_offline(journal: JournalProvider, process: str, entry_id: str | int,
+                        mode: RewindMode | str, *, actor: str = "cli",
+                        max_messages: int = 100) -> tuple[RewindPlan, str]:
+    """Rewind a process that is not running, straight in its journal (the command line's
+    path): the same rewind entry and checkpoint a live process appends, so its next start
+    recovers the rewound state. Returns the plan and the rewind entry's id ("" for cancel)."""
+    from runtime_core.journal.replay import ReplayEngine
+
+    mode = RewindMode(mode)
+    engine = RewindEngine(journal)
+    recovered = await ReplayEngine(journal).recover(process)
+    current_context = dict(recovered["context_state"])
+    current_conversation = await engine.conversation_before(process, None, max_messages)
+    plan, context, conversation = await engine.plan(
+        process, entry_id, mode, current_context=current_context,
+        current_conversation=current_conversation, max_messages=max_messages)
+    if mode is RewindMode.CANCEL:
+        return plan, ""
+    new_context = context if mode in (RewindMode.BOTH, RewindMode.CODE_ONLY) \
+        else current_context
+    new_conversation = conversation if mode in (RewindMode.BOTH, RewindMode.CONVERSATION_ONLY) \
+        else current_conversation
+    if mode is RewindMode.SUMMARIZE:
+        new_conversation = [*current_conversation, {
+            "role": "system", "content": await engine.interval_summary(process, plan.target_seq)}]
+    entry = await journal.append(JournalEntry(process, EntryType.REWIND, {
+        "target_entry_id": plan.target_entry_id, "target_seq": plan.target_seq,
+        "mode": mode.value, "actor": actor, "entries_affected": plan.entries_affected,
+        "conversation_affected": plan.conversation_affected,
+        "state_affected": plan.state_affected, "outside_effects": len(plan.outside_effects),
+        "context_state": new_context, "conversation": new_conversation}))
+    checkpoint = dict(recovered.get("checkpoint") or {})
+    checkpoint["context_state"] = new_context
+    await journal.checkpoint(process, checkpoint)
+    return plan, entry.entry_id
+
+
+async def fork_offline(journal: JournalProvider, process: str, entry_id: str | int,
+                       new_name: str, *, max_messages: int = 100) -> str:
+    """Record a fork in the journal: ``new_name`` starts from ``process``'s state just before
+    the entry the first time a process of that name starts on this journal."""
+    engine = RewindEngine(journal)
+    if await engine.head(new_name):
+        raise ValueError(f"the journal already has a process named {new_name!r}; "
+                         "choose another name")
+    target = await engine.entry(process, entry_id)
+    context = await engine.context_before(process, target.seq)
+    conversation = await engine.conversation_before(process, target.seq, max_messages)
+    await journal.append(JournalEntry(new_name, EntryType.FORKED, {
+        "from_process": process, "from_entry_id": target.entry_id,
+        "context_state": context, "conversation": conversation}))
+    entry = await journal.checkpoint(new_name, {"context_state": context,
+                                                "lifecycle_state": "stopped"})
+    return entry.entry_id
