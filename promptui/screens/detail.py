@@ -64,6 +64,7 @@ DETAIL_ACTIONS = (
     ActionSpec("detail.redeliver_all", "R", "redeliver_all", "Redeliver all", mutating=True),
     ActionSpec("detail.clear_dead", "x", "clear_dead", "Clear dead", mutating=True),
     ActionSpec("detail.open_run", "enter", "open_run", "Open run"),
+    ActionSpec("detail.timeline", "w", "timeline", "Timeline", show=False),
 )
 DEAD_ONLY = frozenset({"mark", "redeliver", "redeliver_all", "clear_dead"})
 
@@ -240,6 +241,11 @@ class ProcessDetailScreen(Screen[None]):
     # -- actions -----------------------------------------------------------------------------
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_timeline(self) -> None:
+        from promptui.screens.timeline import TimelineScreen  # loaded when first opened
+
+        self.app.push_screen(TimelineScreen(self.process))
 
     def show_tab(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane

@@ -13,6 +13,7 @@ from promptui.themes import load_themes
 from runtime_core.control import (
     ControlError,
     DeadLetterView,
+    JournalEntryView,
     ProcessDetail,
     ProcessSummary,
     QueuedEventView,
@@ -29,6 +30,13 @@ from runtime_core.events import (
     RunStarted,
     RuntimeEvent,
     RunWaiting,
+)
+from runtime_core.journal.rewind_plan import (
+    ContextChange,
+    OutsideEffect,
+    RewindMode,
+    RewindPlan,
+    RewindResult,
 )
 
 NO_USER_THEMES = Path("/nonexistent/promptui-user-themes")
@@ -142,6 +150,59 @@ DETAIL = ProcessDetail(
 )
 
 
+# -- the journal of the scene: entries computed from their seq, so any size costs nothing ------
+# One run is eight entries; seq REWIND_SEQ is an operator's rewind.
+RUN_SHAPE = (("event_accepted", "cron event {event} accepted"),
+             ("run_started", "run started (attempt 1)"),
+             ("model_usage", "model: 812 tokens in, 64 out"),
+             ("tool_intent", "charge_card write {{\"customer\":\"c-{customer}\"}}"),
+             ("tool_result", "charge_card → ok ch_{customer}"),
+             ("context_update", "customers_charged = {charged}"),
+             ("run_finished", "succeeded: Charged c-{customer}"),
+             ("checkpoint", "checkpoint: 3 keys, 6 messages"))
+REWIND_SEQ = 52
+JOURNAL_SIZE = 60
+
+
+def scene_entry(seq: int, size: int = JOURNAL_SIZE) -> JournalEntryView:
+    """Entry ``seq`` of the scene's journal: one every 20 s, the last one 20 s before NOW."""
+    timestamp = NOW - 20.0 * (size - seq + 1)
+    if seq == REWIND_SEQ:
+        return JournalEntryView(f"payments-sync:{seq}", seq, "rewind", "", timestamp,
+                                "rewind to #41 (both) by operator: 2 keys, 2 messages")
+    run, step = divmod(seq - 1, len(RUN_SHAPE))
+    kind, text = RUN_SHAPE[step]
+    run_id = f"{run:02d}ab{run:02d}cd{run:02d}ef" if kind not in ("checkpoint",) else ""
+    return JournalEntryView(f"payments-sync:{seq}", seq, kind, run_id, timestamp, text.format(
+        event=f"e{run}", customer=1000 + run, charged=run + 1))
+
+
+def _plan(name: str, entry_id: str, mode: str) -> RewindPlan:
+    seq = int(entry_id.rsplit(":", 1)[-1])
+    target = scene_entry(seq)
+    m = RewindMode(mode)
+    state = m in (RewindMode.BOTH, RewindMode.CODE_ONLY, RewindMode.CANCEL)
+    chat = m in (RewindMode.BOTH, RewindMode.CONVERSATION_ONLY, RewindMode.CANCEL)
+    return RewindPlan(
+        process=name, target_entry_id=entry_id, target_seq=seq, target_type=target.entry_type,
+        target_timestamp=target.timestamp, mode=m, entries_total=JOURNAL_SIZE,
+        entries_affected=JOURNAL_SIZE - seq + 1, conversation_affected=4, state_affected=3,
+        other_affected=max(0, JOURNAL_SIZE - seq - 6),
+        context_changes=(
+            ContextChange("customers_charged", "changed", 7, 5),
+            ContextChange("last_batch", "changed", "2026-05-28", "2026-05-27"),
+            ContextChange("retry_token", "removed", "tok-19", None),
+        ) if state else (),
+        messages_dropped=2 if chat else 0,
+        dropped_preview=("assistant: Charging customer c-1006 for 49.00",
+                         "tool: {\"charge\": \"ch_1006\", \"status\": \"ok\"}") if chat else (),
+        outside_effects=(OutsideEffect(f"{name}:{seq + 3}", "06ab06cd06ef", "charge_card",
+                                       {"customer": "c-1006", "amount": 49.0}, "ok ch_1006",
+                                       target.timestamp + 60),),
+        summary="Between #41 and now: 2 customers charged (c-1005, c-1006)."
+        if m is RewindMode.SUMMARIZE else "")
+
+
 class _Stream:
     def __init__(self, events: list[RuntimeEvent]) -> None:
         self._events = list(events)
@@ -158,9 +219,11 @@ class _Stream:
 class SceneControl:
     """A ControlPlane with frozen data; commands are recorded, never carried out."""
 
-    def __init__(self, *, read_only: bool = False) -> None:
+    def __init__(self, *, read_only: bool = False, journal_size: int = JOURNAL_SIZE) -> None:
         self._read_only = read_only
+        self.journal_size = journal_size
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.reads: list[dict[str, Any]] = []  # every journal_entries call (paging tests)
 
     @property
     def name(self) -> str:
@@ -227,6 +290,39 @@ class SceneControl:
                         note: str = "") -> None:
         self._call("reconcile", name, run_id, outcome, result, note)
 
+    async def journal_entries(self, name: str, *, before_seq: int | None = None,
+                              at_or_before: float | None = None, entry_type: str | None = None,
+                              text: str = "", limit: int = 200) -> list[JournalEntryView]:
+        self.reads.append(dict(before_seq=before_seq, at_or_before=at_or_before,
+                               entry_type=entry_type, text=text, limit=limit))
+        size = self.journal_size
+        seq = min(size, before_seq - 1) if before_seq is not None else size
+        out: list[JournalEntryView] = []
+        needle = text.lower()
+        while seq >= 1 and len(out) < limit:  # newest first, stop at the page: never all
+            entry = scene_entry(seq, size)
+            seq -= 1
+            if at_or_before is not None and entry.timestamp > at_or_before:
+                continue
+            if entry_type and entry.entry_type != entry_type:
+                continue
+            if needle and needle not in f"{entry.entry_type} {entry.summary}".lower():
+                continue
+            out.append(entry)
+        return out
+
+    async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan:
+        return _plan(name, entry_id, mode)
+
+    async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult:
+        self._call("rewind", name, entry_id, mode)
+        return RewindResult(_plan(name, entry_id, mode),
+                            "" if mode == "cancel" else f"{name}:{self.journal_size + 1}", NOW)
+
+    async def fork(self, name: str, entry_id: str, new_name: str) -> str:
+        self._call("fork", name, entry_id, new_name)
+        return new_name
+
     async def start_all(self) -> None:
         pass
 
@@ -234,8 +330,10 @@ class SceneControl:
         pass
 
 
-def scene_app(*, theme: str = "promptui-dark", read_only: bool = False) -> ControlRoom:
+def scene_app(*, theme: str = "promptui-dark", read_only: bool = False,
+              journal_size: int = JOURNAL_SIZE) -> ControlRoom:
     themes, _ = load_themes(NO_USER_THEMES)  # only the bundled ones: same bytes everywhere
-    return ControlRoom(SceneControl(read_only=read_only), themes=themes, theme=theme,
+    control = SceneControl(read_only=read_only, journal_size=journal_size)
+    return ControlRoom(control, themes=themes, theme=theme,
                        clock=lambda: NOW, monotonic=lambda: 0.0, autopump=False,
                        start_runtime=False)
