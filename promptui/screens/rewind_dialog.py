@@ -1,0 +1,275 @@
+"""The rewind preview: what a rewind to an entry would change, per mode, and above all what it
+cannot undo. Nothing happens until the operator applies; an irreversible plan (writes to the
+outside world after the target) asks for the process name first. Also a one-line ask dialog
+(fork name, time to jump to)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+
+from promptui.widgets.detail_tabs import clip
+from runtime_core.control import ControlError, JournalEntryView
+from runtime_core.journal.rewind_plan import RewindPlan
+
+if TYPE_CHECKING:
+    from promptui.app import ControlRoom
+
+# (mode, label): keys 1-5 pick them in this order.
+MODES = (("both", "both"), ("conversation_only", "conversation"), ("code_only", "code"),
+         ("summarize", "summarize"), ("cancel", "cancel"))
+DROPPED_SHOWN = 5
+
+
+def short(value: Any, limit: int = 40) -> str:
+    if value is None:
+        return "—"
+    text = value if isinstance(value, str) else json.dumps(value, default=str,
+                                                            ensure_ascii=False)
+    return clip(text, limit)
+
+
+def effects_view(plan: RewindPlan) -> Text:
+    """The part that stays done, in the error colour: it is what an operator must know."""
+    text = Text()
+    if plan.outside_effects:
+        n = len(plan.outside_effects)
+        text.append(f"⚠ {n} outside effect{'s' if n != 1 else ''} will NOT be undone:\n",
+                    style="bold")
+        for fx in plan.outside_effects:
+            args = json.dumps(fx.args, default=str, ensure_ascii=False, separators=(",", ":"))
+            text.append(f"  {fx.tool}", style="bold")
+            text.append(f"({clip(args, 60)}) → {clip(fx.result, 40) or 'outcome unknown'}\n")
+    text.append(plan.not_rolled_back)
+    return text
+
+
+def plan_view(plan: RewindPlan) -> RenderableType:
+    when = datetime.fromtimestamp(plan.target_timestamp).isoformat(sep=" ", timespec="seconds")
+    head = Text()
+    head.append(f"Target #{plan.target_seq} {plan.target_type} at {when}\n", style="bold")
+    head.append(f"Entries: {plan.entries_affected} of {plan.entries_total} affected "
+                f"(conversation {plan.conversation_affected}, state {plan.state_affected}, "
+                f"other {plan.other_affected})")
+    parts: list[RenderableType] = [head]
+    if plan.context_changes:
+        table = Table(box=None, expand=True, padding=(0, 1), title_justify="left",
+                      title=Text(f"Context: {len(plan.context_changes)} keys change",
+                                 style="bold"))
+        table.add_column("Key", no_wrap=True, ratio=2)
+        table.add_column("Before", no_wrap=True, ratio=3)
+        table.add_column("", width=1)
+        table.add_column("After", no_wrap=True, ratio=3)
+        table.add_column("Kind", no_wrap=True, width=7)
+        for ch in plan.context_changes:
+            table.add_row(ch.key, short(ch.before), "→", short(ch.after), ch.kind)
+        parts.append(table)
+    else:
+        parts.append(Text("Context: no change", style="dim"))
+    if plan.messages_dropped:
+        dropped = Text(f"Conversation: {plan.messages_dropped} messages dropped\n",
+                       style="bold")
+        for line in plan.dropped_preview[:DROPPED_SHOWN]:
+            dropped.append(f"  {clip(line, 100)}\n", style="dim")
+        if plan.messages_dropped > DROPPED_SHOWN:
+            dropped.append(f"  … {plan.messages_dropped - DROPPED_SHOWN} more\n", style="dim")
+        dropped.rstrip()
+        parts.append(dropped)
+    else:
+        parts.append(Text("Conversation: nothing dropped", style="dim"))
+    if plan.summary:
+        parts.append(Text(f"Summary added: {clip(plan.summary, 300)}", style="italic"))
+    return Group(*parts)
+
+
+class RewindPreview(ModalScreen[str | None]):
+    """Dismissed with the mode to apply, or None."""
+
+    CSS_PATH = "timeline.tcss"
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.rewind.cancel"),
+                Binding("y", "apply", "Apply", id="promptui.rewind.apply"),
+                *(Binding(str(i), f"mode('{mode}')", label, show=False,
+                          id=f"promptui.rewind.mode_{mode}")
+                  for i, (mode, label) in enumerate(MODES, 1))]
+
+    app: ControlRoom
+
+    def __init__(self, process: str, entry: JournalEntryView, *, read_only: bool = False,
+                 mode: str = "both") -> None:
+        super().__init__(classes="dialog-screen")
+        self.process = process
+        self.entry = entry
+        self.read_only = read_only
+        self.mode = mode
+        self.plan: RewindPlan | None = None  # the plan of ``mode``, once read
+        self.error = ""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-wide", id="rewind-dialog"):
+            yield Label(f"Rewind {self.process} to just before #{self.entry.seq} "
+                        f"({self.entry.entry_type})", classes="dialog-title")
+            with RadioSet(id="rewind-mode"):
+                for i, (mode, label) in enumerate(MODES, 1):
+                    yield RadioButton(f"{i} {label}", value=mode == self.mode, id=f"mode-{mode}")
+            yield Static("", id="rewind-effects")
+            with VerticalScroll(id="rewind-body"):
+                yield Static(Text("reading the plan…", style="dim"), id="rewind-plan")
+            yield Static("", id="rewind-status")
+            with Horizontal(classes="dialog-buttons"):
+                yield Input(placeholder=f"type {self.process} to apply", id="rewind-confirm")
+                yield Button("Cancel", id="cancel")
+                yield Button("Apply", id="apply", variant="error", disabled=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#rewind-confirm", Input).display = False
+        self.query_one("#cancel", Button).focus()
+        self._load(self.mode)
+
+    # -- the plan ------------------------------------------------------------------------------
+    def _load(self, mode: str) -> None:
+        self.mode, self.plan, self.error = mode, None, ""
+        self._draw()
+        self.run_worker(self._fetch(mode), group="rewind-plan", exclusive=True)
+
+    async def _fetch(self, mode: str) -> None:
+        try:
+            plan = await self.app.control.rewind_plan(self.process, self.entry.entry_id, mode)
+        except ControlError as exc:
+            plan, error = None, str(exc)
+        except Exception as exc:  # a remote that went away: say so, keep the dialog up
+            plan, error = None, f"cannot read the plan: {exc}"
+        else:
+            error = ""
+        if mode != self.mode:
+            return  # the operator picked another mode meanwhile
+        self.plan, self.error = plan, error
+        self._draw()
+
+    def _draw(self) -> None:
+        plan = self.plan
+        effects = self.query_one("#rewind-effects", Static)
+        body = self.query_one("#rewind-plan", Static)
+        if self.error:
+            body.update(Text(self.error, style="bold red"))
+        elif plan is None:
+            body.update(Text("reading the plan…", style="dim"))
+        else:
+            body.update(plan_view(plan))
+        effects.display = plan is not None
+        if plan is not None:
+            effects.update(effects_view(plan))
+            effects.set_class(plan.irreversible, "irreversible")
+        confirm = self.query_one("#rewind-confirm", Input)
+        confirm.display = self._needs_name and not self.read_only and self.mode != "cancel"
+        self._update_apply()
+
+    @property
+    def _needs_name(self) -> bool:
+        return self.plan is not None and self.plan.irreversible
+
+    def _update_apply(self) -> None:
+        status = self.query_one("#rewind-status", Static)
+        typed = self.query_one("#rewind-confirm", Input).value.strip() == self.process
+        if self.read_only:
+            why = "read-only: preview only, rewind is disabled (started with --read-only)"
+        elif self.mode == "cancel":
+            why = "cancel: preview only — pick a mode with 1-4 to apply"
+        elif self.plan is None:
+            why = self.error and "no plan: nothing to apply"
+        elif self._needs_name and not typed:
+            why = f"type {self.process} to enable Apply: outside effects stay done"
+        else:
+            why = ""
+        status.update(Text(why or "y or Apply rewinds", style="yellow" if why else "green"))
+        self.query_one("#apply", Button).disabled = bool(why)
+
+    # -- events and actions --------------------------------------------------------------------
+    @on(RadioSet.Changed, "#rewind-mode")
+    def _mode_picked(self, event: RadioSet.Changed) -> None:
+        mode = str(event.pressed.id or "").removeprefix("mode-")
+        if mode != self.mode:
+            self._load(mode)
+
+    def action_mode(self, mode: str) -> None:
+        self.query_one(f"#mode-{mode}", RadioButton).value = True  # RadioSet.Changed follows
+
+    @on(Input.Changed, "#rewind-confirm")
+    def _typed(self) -> None:
+        self._update_apply()
+
+    @on(Input.Submitted, "#rewind-confirm")
+    def _typed_enter(self) -> None:
+        self._apply()
+
+    def action_apply(self) -> None:
+        if not self._needs_name:  # `y` never applies an irreversible plan: type the name
+            self._apply()
+
+    @on(Button.Pressed, "#apply")
+    def _apply(self) -> None:
+        if not self.query_one("#apply", Button).disabled:
+            self.dismiss(self.mode)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class AskDialog(ModalScreen[str | None]):
+    """One line of input, checked as typed; enter or OK returns it, escape returns None."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel")]
+
+    def __init__(self, title: str, prompt: str, value: str = "",
+                 check: Callable[[str], str] | None = None) -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = title
+        self.prompt = prompt
+        self.value = value
+        self.check = check or (lambda _: "")
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(self.value, placeholder=self.prompt, id="ask-input")
+            yield Static("", id="ask-error", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("OK", id="ok", variant="primary")
+
+    def on_mount(self) -> None:
+        box = self.query_one("#ask-input", Input)
+        box.border_title = self.prompt
+        box.focus()
+
+    @on(Input.Changed, "#ask-input")
+    def _validate(self, event: Input.Changed) -> None:
+        error = self.check(event.value)
+        self.query_one("#ask-error", Static).update(error)
+        self.query_one("#ok", Button).disabled = bool(error)
+
+    @on(Input.Submitted, "#ask-input")
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        value = self.query_one("#ask-input", Input).value
+        error = self.check(value)
+        if error:
+            self.query_one("#ask-error", Static).update(error)
+            return
+        self.dismiss(value)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
