@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -128,7 +128,8 @@ class RewindPreview(ModalScreen[str | None]):
                 yield Static(Text("reading the plan…", style="dim"), id="rewind-plan")
             yield Static("", id="rewind-status")
             with Horizontal(classes="dialog-buttons"):
-                yield Input(placeholder=f"type {self.process} to apply", id="rewind-confirm")
+                yield Input(placeholder=f"type {self.process} to apply", id="rewind-confirm",
+                            select_on_focus=False)  # typing continues what was typed
                 yield Button("Cancel", id="cancel")
                 yield Button("Apply", id="apply", variant="error", disabled=True)
 
@@ -204,6 +205,18 @@ class RewindPreview(ModalScreen[str | None]):
 
     def action_mode(self, mode: str) -> None:
         self.query_one(f"#mode-{mode}", RadioButton).value = True  # RadioSet.Changed follows
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing the process name works with Cancel focused: its first letter moves into the
+        confirmation box. Other keys keep their meaning (1-5 modes, y, escape)."""
+        confirm = self.query_one("#rewind-confirm", Input)
+        char = event.character
+        if confirm.display and not confirm.has_focus and char and char.isprintable() \
+                and self.process.startswith(confirm.value + char):
+            confirm.focus()
+            confirm.insert_text_at_cursor(char)
+            event.stop()
+            event.prevent_default()
 
     @on(Input.Changed, "#rewind-confirm")
     def _typed(self) -> None:
