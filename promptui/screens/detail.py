@@ -24,6 +24,7 @@ from promptui.widgets.detail_tabs import (
     DEAD_COLS,
     QUEUE_COLS,
     RUN_COLS,
+    TIMELINE_COLS,
     ConversationLog,
     KeyedTable,
     LiveView,
@@ -35,6 +36,7 @@ from promptui.widgets.detail_tabs import (
     queue_rows,
     row_detail,
     run_rows,
+    timeline_rows,
 )
 from promptui.widgets.process_table import STATE_STYLES
 from runtime_core.control import ControlError, ProcessDetail, RunView
@@ -42,18 +44,19 @@ from runtime_core.control import ControlError, ProcessDetail, RunView
 if TYPE_CHECKING:
     from promptui.app import ControlRoom
 
-# (pane id, tab label): short labels so all eight fit on an 80-column terminal.
+# (pane id, tab label): short labels so all nine fit on an 80-column terminal.
 TABS = (("live", "1 Live"), ("queue", "2 Queue"), ("dead", "3 Dead"), ("runs", "4 Runs"),
-        ("context", "5 Context"), ("conversation", "6 Chat"), ("governance", "7 Governance"),
-        ("config", "8 Config"))
+        ("context", "5 Context"), ("conversation", "6 Chat"), ("governance", "7 Gov"),
+        ("config", "8 Config"), ("timeline", "9 Timeline"))
 TAB_NAMES = {"live": "Live", "queue": "Queue", "dead": "Dead letters", "runs": "Runs",
              "context": "Context", "conversation": "Conversation", "governance": "Governance",
-             "config": "Config"}
+             "config": "Config", "timeline": "Timeline"}
+TIMELINE_ROWS = 50  # the tab shows the newest entries; the full timeline is `w`
 # What gets the focus when a tab is picked by its number key.
 TAB_FOCUS = {"live": "#live-log", "queue": "#queue-table", "dead": "#dead-table",
              "runs": "#runs-table", "context": "#context-table",
              "conversation": "#conversation-log", "governance": "#governance-scroll",
-             "config": "#config-scroll"}
+             "config": "#config-scroll", "timeline": "#timeline-table"}
 
 DETAIL_ACTIONS = (
     ActionSpec("detail.back", "escape,backspace", "back", "Back"),
@@ -104,12 +107,17 @@ class ProcessDetailScreen(Screen[None]):
                 yield Static("", id="context-detail", classes="row-detail")
             with TabPane("6 Chat", id="conversation"):
                 yield ConversationLog(id="conversation-log")
-            with TabPane("7 Governance", id="governance"), VerticalScroll(
+            with TabPane("7 Gov", id="governance"), VerticalScroll(
                     id="governance-scroll", classes="tab-scroll"):
                 yield Static("", id="governance-view")
             with TabPane("8 Config", id="config"), VerticalScroll(
                     id="config-scroll", classes="tab-scroll"):
                 yield Static("", id="config-view")
+            with TabPane("9 Timeline", id="timeline"):
+                yield KeyedTable(TIMELINE_COLS, id="timeline-table")
+                yield Static(Text("enter or w: the full timeline (filter, go to a time, "
+                                  "preview a rewind, fork)", style="dim"), id="timeline-detail",
+                             classes="row-detail")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -145,8 +153,19 @@ class ProcessDetailScreen(Screen[None]):
         try:
             self._draw_title(detail)
             self._draw(self.active_tab)
+            if self.active_tab == "timeline":
+                await self._draw_timeline()
         except NoMatches:  # the app is tearing the screen down under us
             return
+
+    async def _draw_timeline(self) -> None:
+        try:
+            entries = await self.app.control.journal_entries(self.process,
+                                                             limit=TIMELINE_ROWS)
+        except ControlError as exc:
+            self.query_one("#timeline-detail", Static).update(Text(str(exc), style="yellow"))
+            return
+        self.table("timeline").sync(timeline_rows(entries))
 
     def _show_gone(self, why: str) -> None:
         self.gone = why
@@ -218,12 +237,18 @@ class ProcessDetailScreen(Screen[None]):
     def _tab_changed(self) -> None:
         self.refresh_bindings()  # the footer shows the keys of the visible tab
         self._draw(self.active_tab)  # no blank tab until the next tick
+        if self.active_tab == "timeline":
+            self.run_worker(self._draw_timeline(), group="timeline-tab", exclusive=True)
 
     @on(DataTable.RowHighlighted)
     def _row_moved(self, event: DataTable.RowHighlighted) -> None:
         pane = str(event.data_table.id or "").removesuffix("-table")
         if pane in ("queue", "dead", "runs", "context"):
             self._row_detail(pane)
+
+    @on(DataTable.RowSelected, "#timeline-table")
+    def _timeline_chosen(self) -> None:
+        self.action_timeline()
 
     @on(DataTable.RowSelected, "#runs-table")
     def _run_chosen(self) -> None:
@@ -274,6 +299,9 @@ class ProcessDetailScreen(Screen[None]):
 
     def action_tab_config(self) -> None:
         self.show_tab("config")
+
+    def action_tab_timeline(self) -> None:
+        self.show_tab("timeline")
 
     def _refused(self, what: str) -> bool:
         if self.app.control.read_only:  # same wording as the app's global keys

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +26,7 @@ from textual.widgets import Button, DataTable, Label, RichLog, Static
 from textual.widgets.data_table import RowDoesNotExist
 
 from promptui.widgets.process_table import age
-from runtime_core.control import ProcessDetail, RunView, StepView
+from runtime_core.control import JournalEntryView, ProcessDetail, RunView, StepView
 
 Cell = Text | str
 LIVE_MAX_LINES = 1000
@@ -225,6 +226,20 @@ RUN_COLS = (Col("id", "Run", 8), Col("trigger", "Trigger", 9), Col("state", "Sta
             Col("outcome", "Reason / error / reply", 24), Col("took", "Took", 6),
             Col("steps", "Steps", 5))
 CONTEXT_COLS = (Col("key", "Key", 22), Col("value", "Value", None))
+TIMELINE_COLS = (Col("time", "Time", 8), Col("seq", "Seq", 6), Col("type", "Type", 16),
+                 Col("summary", "Summary", None))
+
+
+def timeline_rows(entries: Sequence[JournalEntryView]) -> list[Row]:
+    """The newest entries, a rewind marked, newest first."""
+    rows: list[Row] = []
+    for e in entries:
+        style = "bold" if e.entry_type == "rewind" else ""
+        mark = "⟲ " if e.entry_type == "rewind" else ""
+        rows.append((e.entry_id, (time.strftime("%H:%M:%S", time.localtime(e.timestamp)),
+                                  str(e.seq), Text(mark + e.entry_type, style=style),
+                                  clip(e.summary, 200))))
+    return rows
 
 
 def queue_rows(d: ProcessDetail, now: float) -> list[Row]:

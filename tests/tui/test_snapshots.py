@@ -114,7 +114,7 @@ def opened(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
     return pumped(then=open_detail)
 
 
-TABS = ["1", "2", "3", "4", "5", "6", "7", "8"]
+TABS = ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
 
 
 @pytest.mark.parametrize("tab", TABS)

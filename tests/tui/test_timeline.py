@@ -282,3 +282,20 @@ async def test_preview_cancel_then_apply_on_a_real_runtime(tmp_path: Path) -> No
         row = next(i for i, e in enumerate(screen.table.entries) if e.entry_type == "rewind")
         assert screen.table.get_row_at(row)[2].plain.startswith("⟲")
         await pilot.press("q")
+
+
+async def test_the_timeline_tab_shows_the_newest_entries_and_opens_the_screen() -> None:
+    from promptui.screens.detail import TIMELINE_ROWS, ProcessDetailScreen
+
+    app = scene_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.open_process("payments-sync")
+        await until(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
+        detail = app.screen
+        assert isinstance(detail, ProcessDetailScreen)
+        await pilot.press("9")
+        await until(pilot, lambda: detail.table("timeline").row_count == TIMELINE_ROWS)
+        assert str(detail.table("timeline").get_row_at(0)[1]) == "60"  # newest first
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, TimelineScreen))
+        await pilot.press("q")
