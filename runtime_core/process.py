@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
@@ -53,15 +52,14 @@ from runtime_core.governance.mission import Mission, MissionEvaluation
 from runtime_core.governance.mission_judge import build_evidence, judge
 from runtime_core.governance.payload_scan import scan_payload
 from runtime_core.governance.secrets import SecretScope
-from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.journal.recorder import ProcessRecorder
-from runtime_core.journal.rewind import RewindEngine
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResult
 from runtime_core.journal.sqlite import DamagedJournal
 from runtime_core.lifecycle import ProcessLifecycle, ProcessState, ProcessTransition, StateError
 from runtime_core.recovery import RecoveredRun, recover_process
+from runtime_core.rewinding import ProcessRewinder
 from runtime_core.runs import ResumePoint, Run, RunExecutor, RunState
 from runtime_core.trigger_set import TriggerSet
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
@@ -989,24 +987,11 @@ class AgentProcess:
                                    f"{run.reason}: {run.error}", run.attempt)
         self._recent_runs.append(run)
 
-    # -- rewind and fork ---------------------------------------------------------------------
-    def _rewind_engine(self, what: str) -> RewindEngine:
-        if self._recorder is None or self._journal is None:
-            raise RuntimeError(f"{what} needs a journal: process {self.name!r} has none "
-                               "(set journal: {level: checkpoint} in its manifest)")
-        return RewindEngine(self._journal)
-
+    # -- rewind and fork (runtime_core/rewinding.py does the work) ------------------------------
     async def rewind_plan(self, entry_id: str | int,
                           mode: RewindMode | str = RewindMode.BOTH) -> RewindPlan:
         """What rewinding to just before ``entry_id`` would change; changes nothing."""
-        engine = self._rewind_engine("rewind")
-        await self._journal.flush()  # type: ignore[union-attr]  # plan what is committed
-        plan, _, _ = await engine.plan(
-            self.name, entry_id, mode, current_context=self._context.state_snapshot(),
-            current_conversation=self._conversation.messages(),
-            max_messages=self.config.context.conversation_max_messages,
-            initial=self.config.context.initial_state)
-        return plan
+        return await ProcessRewinder(self).plan(entry_id, mode)
 
     async def rewind(self, entry_id: str | int, mode: RewindMode | str = RewindMode.BOTH, *,
                      actor: str = "operator") -> RewindResult:
@@ -1015,76 +1000,12 @@ class AgentProcess:
         A running process is suspended (reason "rewind") while it happens, waits for a run in
         flight, and is resumed after. History is kept: a ``rewind`` entry and a checkpoint are
         appended. Outside effects, memory, budget, mission and secrets are not rolled back."""
-        engine = self._rewind_engine("rewind")
-        mode = RewindMode(mode)
-        if mode is RewindMode.CANCEL:
-            return RewindResult(await self.rewind_plan(entry_id, mode), "", time.time())
-        assert self._recorder is not None and self._journal is not None
-        await engine.entry(self.name, entry_id)  # an unknown entry fails before anything
-        was_running = self.state is S.RUNNING
-        if was_running:
-            await self.suspend("rewind")
-        try:
-            await self._delivery.wait_runs_finished()
-            await self._journal.flush()
-            plan, context, conversation = await engine.plan(
-                self.name, entry_id, mode, current_context=self._context.state_snapshot(),
-                current_conversation=self._conversation.messages(),
-                max_messages=self.config.context.conversation_max_messages,
-                initial=self.config.context.initial_state)
-            if mode in (RewindMode.BOTH, RewindMode.CODE_ONLY):
-                self._context.replace_state(context, source="rewind")
-            if mode in (RewindMode.BOTH, RewindMode.CONVERSATION_ONLY):
-                self._conversation.set_messages(conversation)
-            if mode is RewindMode.SUMMARIZE:
-                note = await engine.interval_summary(self.name, plan.target_seq)
-                self._conversation.commit([{"role": "system", "content": note}])
-            entry = await self._recorder.append(EntryType.REWIND, {
-                "target_entry_id": plan.target_entry_id, "target_seq": plan.target_seq,
-                "mode": mode.value, "actor": actor, "entries_affected": plan.entries_affected,
-                "conversation_affected": plan.conversation_affected,
-                "state_affected": plan.state_affected,
-                "outside_effects": len(plan.outside_effects),
-                "context_state": self._context.state_snapshot(),
-                "conversation": self._conversation.messages()})
-            await self._checkpoint(durable=True)
-        finally:
-            if was_running and self.state is S.SUSPENDED and self._suspend_reason == "rewind":
-                await self.resume("rewind")
-        self._notifier.emit(ContextUpdated(process=self.name, key="*", source="rewind"))
-        return RewindResult(plan, entry.entry_id, time.time(), self._context.state_snapshot(),
-                            tuple(self._conversation.messages()))
+        return await ProcessRewinder(self).rewind(entry_id, mode, actor=actor)
 
     async def fork(self, entry_id: str | int, new_name: str) -> AgentProcess:
         """A new process (same configuration, ``new_name``) that starts from this one's state
         just before ``entry_id``; its journal records where it came from. Not started."""
-        engine = self._rewind_engine("fork")
-        if self.runtime is None:
-            raise RuntimeError("fork needs the process to belong to an AgentRuntime")
-        assert self._journal is not None
-        await self._journal.flush()
-        target = await engine.entry(self.name, entry_id)
-        if await engine.head(new_name):
-            raise ValueError(f"the journal already has a process named {new_name!r}; "
-                             "choose another name")
-        context = await engine.context_before(self.name, target.seq,
-                                              self.config.context.initial_state)
-        conversation = await engine.conversation_before(
-            self.name, target.seq, self.config.context.conversation_max_messages)
-        child = self.runtime.add_process(new_name, self.config.model_copy(deep=True),
-                                         tools=self._extra_tools, base_dir=self._base_dir,
-                                         model=self._model_override)
-        journal = child._journal
-        if journal is None:
-            raise RuntimeError(f"the fork {new_name!r} has no journal")
-        await journal.append(JournalEntry(new_name, EntryType.FORKED, {
-            "from_process": self.name, "from_process_id": self.process_id,
-            "from_entry_id": target.entry_id, "context_state": context,
-            "conversation": conversation}, process_id=child.process_id))
-        await journal.checkpoint(new_name, {"context_state": context,
-                                            "lifecycle_state": "stopped"},
-                                 process_id=child.process_id)
-        return child
+        return await ProcessRewinder(self).fork(entry_id, new_name)
 
     def waiting_runs(self) -> list[Run]:
         """Runs that wait for an operator, e.g. a write whose outcome a crash left unknown."""
