@@ -27,6 +27,10 @@ def build_model_from(setting: str | ScriptedModelSpec, *, base_dir: Path | None 
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         return ScriptedModel.from_file(path)
+    if provider in ("openai", "ollama"):
+        from runtime_core.agent.openai_compat import OpenAICompatibleModel, settings_for
+
+        return OpenAICompatibleModel(settings_for(setting))
     raise ValueError(f"unknown model {setting!r}")  # the config validator already refuses these
 
 

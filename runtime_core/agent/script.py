@@ -68,8 +68,9 @@ class ScriptedModelSpec(_Strict):
 
 
 MODEL_STRING_HELP = (
-    "use 'echo' (offline, replies with a summary of the event) or "
-    "'scripted:<path to a YAML script>'"
+    "use 'echo' (offline, replies with a summary of the event), "
+    "'scripted:<path to a YAML script>', 'openai:<model>' (OPENAI_API_KEY, OPENAI_BASE_URL) "
+    "or 'ollama:<model>' (OLLAMA_HOST)"
 )
 
 
@@ -77,7 +78,8 @@ def check_model_setting(value: str | ScriptedModelSpec) -> str | ScriptedModelSp
     """Refuse a model string no adapter can build (a ValueError names the choices)."""
     if isinstance(value, str):
         provider, sep, rest = value.partition(":")
-        if value == "echo" or (provider == "scripted" and sep and rest.strip()):
+        if value == "echo" or (provider in ("scripted", "openai", "ollama") and sep
+                                and rest.strip()):
             return value
         raise ValueError(f"unknown model {value!r}: {MODEL_STRING_HELP}")
     return value
