@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from runtime_core.agent.script import ScriptedModelSpec, check_model_setting
+from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec, check_model_setting
 from runtime_core.governance.budget import BudgetConfig
 from runtime_core.governance.health import HealthConfig
 from runtime_core.governance.inbox import InboxConfig
@@ -166,7 +166,7 @@ class JournalConfig(StrictModel):
     recover_on_start: bool | Literal["strict"] = True
 
 
-ModelSetting = str | ScriptedModelSpec
+ModelSetting = str | ScriptedModelSpec | RemoteModelSpec
 
 
 

@@ -212,7 +212,8 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     except ValidationError as exc:
         for error in exc.errors():
             loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and (
-                p.startswith("function-") or p in ("str", "ScriptedModelSpec"))))
+                p.startswith("function-") or p in ("str", "ScriptedModelSpec",
+                                                   "RemoteModelSpec"))))
             where = _manifest_path(loc, overrides)
             message = error["msg"]
             if error["type"] == "extra_forbidden":

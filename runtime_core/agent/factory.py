@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from runtime_core.agent.model import Model
-from runtime_core.agent.script import ScriptedModelSpec
+from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec
 from runtime_core.agent.scripted import EchoModel, ScriptedModel
 from runtime_core.agent.tools import Tool, ToolError, load_tool, tool
 from runtime_core.config import ProcessConfig, ToolDeclaration
@@ -16,9 +16,14 @@ def build_model(config: ProcessConfig, *, base_dir: Path | None = None) -> Model
     return build_model_from(config.model, base_dir=base_dir)
 
 
-def build_model_from(setting: str | ScriptedModelSpec, *, base_dir: Path | None = None) -> Model:
+def build_model_from(setting: str | ScriptedModelSpec | RemoteModelSpec, *,
+                     base_dir: Path | None = None) -> Model:
     if isinstance(setting, ScriptedModelSpec):
         return ScriptedModel(setting)
+    if isinstance(setting, RemoteModelSpec):
+        from runtime_core.agent.openai_compat import OpenAICompatibleModel, settings_from_spec
+
+        return OpenAICompatibleModel(settings_from_spec(setting))
     if setting == "echo":
         return EchoModel()
     provider, _, rest = setting.partition(":")

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from runtime_core.agent.model import ModelError, ModelRequest, ModelTurn, ToolCall, Usage
+from runtime_core.agent.script import RemoteModelSpec
 
 RETRY_AFTER_CAP = 30.0  # seconds; a server asking for longer fails the turn instead
 
@@ -43,6 +44,16 @@ def settings_for(setting: str) -> OpenAISettings:
             host = "http://" + host
         return OpenAISettings(model, host + "/v1", None, label="ollama")
     raise ValueError(f"unknown OpenAI-compatible provider {provider!r}")
+
+
+def settings_from_spec(spec: RemoteModelSpec) -> OpenAISettings:
+    """The mapping form: explicit base_url / api_key_env win over the environment."""
+    base = settings_for(f"{spec.provider}:{spec.name}")
+    # A server of your own (base_url given) needs no key unless you name its variable.
+    key_env = spec.api_key_env or (None if spec.base_url else base.api_key_env)
+    return OpenAISettings(spec.name, (spec.base_url or base.base_url).rstrip("/"), key_env,
+                          timeout=spec.timeout, max_retries=spec.max_retries,
+                          label=spec.provider)
 
 
 def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -67,6 +67,23 @@ class ScriptedModelSpec(_Strict):
         return self
 
 
+class RemoteModelSpec(_Strict):
+    """The mapping form of an OpenAI-compatible model (vLLM, llama.cpp servers, a proxy...)."""
+
+    provider: Literal["openai", "ollama"]
+    name: Annotated[str, Field(min_length=1)]
+    base_url: str | None = None  # default: OPENAI_BASE_URL / OLLAMA_HOST or the public API
+    api_key_env: str | None = None  # default: OPENAI_API_KEY for OpenAI's own API, else none
+    timeout: Annotated[float, Field(gt=0, le=600)] = 60.0
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 3
+
+    @model_validator(mode="after")
+    def _url_shape(self) -> RemoteModelSpec:
+        if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url {self.base_url!r} must start with http:// or https://")
+        return self
+
+
 MODEL_STRING_HELP = (
     "use 'echo' (offline, replies with a summary of the event), "
     "'scripted:<path to a YAML script>', 'openai:<model>' (OPENAI_API_KEY, OPENAI_BASE_URL) "
@@ -74,7 +91,8 @@ MODEL_STRING_HELP = (
 )
 
 
-def check_model_setting(value: str | ScriptedModelSpec) -> str | ScriptedModelSpec:
+def check_model_setting(value: str | ScriptedModelSpec | RemoteModelSpec
+                        ) -> str | ScriptedModelSpec | RemoteModelSpec:
     """Refuse a model string no adapter can build (a ValueError names the choices)."""
     if isinstance(value, str):
         provider, sep, rest = value.partition(":")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from runtime_core.agent.script import ScriptedModelSpec, check_model_setting
+from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec, check_model_setting
 from runtime_core.clock import Clock
 from runtime_core.governance.escalation import EscalationTarget
 from runtime_core.governance.keyed import KeyCheckedModel
@@ -35,7 +35,7 @@ class MissionConfig(KeyCheckedModel):
     success_criteria: str = ""
     success_check: str | None = None  # e.g. "state.invoices_booked >= 10"
     # The judge's model, a setting like ProcessConfig.model (e.g. "scripted:judge.yaml").
-    eval_model: str | ScriptedModelSpec | None = None
+    eval_model: str | ScriptedModelSpec | RemoteModelSpec | None = None
     confidence_threshold: Annotated[float, Field(ge=0, le=1)] = 0.7
     eval_every: Annotated[int, Field(ge=1)] = 1
     timeout_hours: Annotated[float, Field(ge=0)] = 0.0  # 0: no timeout
@@ -55,7 +55,7 @@ class MissionConfig(KeyCheckedModel):
 
     @field_validator("eval_model")
     @classmethod
-    def _known_model(cls, value: str | ScriptedModelSpec | None) -> Any:
+    def _known_model(cls, value: str | ScriptedModelSpec | RemoteModelSpec | None) -> Any:
         return None if value is None else check_model_setting(value)
 
     @model_validator(mode="after")

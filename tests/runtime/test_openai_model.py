@@ -30,8 +30,10 @@ class FakeServer:
     answers: list[tuple[int, dict[str, str], bytes]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     hang: bool = False
+    writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.append(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -74,6 +76,8 @@ async def server() -> AsyncIterator[FakeServer]:
     async with srv:
         yield fake
         srv.close()
+        for writer in fake.writers:  # keep-alive clients must not hold the teardown
+            writer.transport.abort()
 
 
 def settings(server: FakeServer, **kw: Any) -> OpenAISettings:
@@ -200,3 +204,36 @@ def test_model_strings_are_checked() -> None:
     assert ProcessConfig(model="ollama:llama3.1").model == "ollama:llama3.1"
     with pytest.raises(ValueError, match="'openai:<model>'"):
         ProcessConfig(model="anthropic:claude")
+
+
+async def test_the_mapping_form_from_a_manifest(server: FakeServer, tmp_path: Any,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime_core.manifest import load_manifest
+
+    monkeypatch.setenv("LOCAL_LLM_KEY", "local-key")
+    manifest = tmp_path / "local.agent"
+    manifest.write_text(
+        "version: '1.0'\nname: local\nmodel:\n  provider: openai\n  name: qwen2.5\n"
+        f"  base_url: http://127.0.0.1:{server.port}/v1\n  api_key_env: LOCAL_LLM_KEY\n"
+        "  timeout: 5\n  max_retries: 1\njournal: {level: none}\n")
+    config = load_manifest(manifest).config
+    server.reply("hello from a local server")
+    process = AgentProcess("local", config)
+    await process.start()
+    await process.inject(TriggerEvent("t", "manual", {}))
+    await wait_for(lambda: process.invocation_count == 1)
+    assert process.recent_runs()[-1].reply == "hello from a local server"
+    assert server.requests[0]["json"]["model"] == "qwen2.5"
+    assert server.requests[0]["headers"]["authorization"] == "Bearer local-key"
+    await process.stop()
+
+
+def test_a_bad_model_mapping_names_the_key(tmp_path: Any) -> None:
+    from runtime_core.manifest import ManifestError, load_manifest
+
+    manifest = tmp_path / "bad.agent"
+    manifest.write_text("version: '1.0'\nname: bad\nmodel:\n  provider: openai\n"
+                        "  name: m\n  base_ur1: http://x\n")
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(manifest)
+    assert any("base_ur1" in str(p) for p in caught.value.problems)
