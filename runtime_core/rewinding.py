@@ -5,11 +5,12 @@ create a fork with its lineage). Kept out of process.py, which wires the parts t
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from runtime_core.context import Message
 from runtime_core.events import ContextUpdated
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.rewind import RewindEngine
+from runtime_core.journal.rewind import RewindEngine, restored_state, rewind_entry_data
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResult
 from runtime_core.lifecycle import ProcessState as S
 
@@ -27,17 +28,19 @@ class ProcessRewinder:
                                "(set journal: {level: checkpoint} in its manifest)")
         return RewindEngine(self.p._journal)
 
-    async def plan(self, entry_id: str | int,
-                   mode: RewindMode | str = RewindMode.BOTH) -> RewindPlan:
-        """What rewinding to just before ``entry_id`` would change; changes nothing."""
-        engine = self._engine("rewind")
+    async def _plan(self, engine: RewindEngine, entry_id: str | int, mode: RewindMode | str,
+                    ) -> tuple[RewindPlan, dict[str, Any], list[Message]]:
         await self.p._journal.flush()  # type: ignore[union-attr]  # plan what is committed
-        plan, _, _ = await engine.plan(
+        return await engine.plan(
             self.p.name, entry_id, mode, current_context=self.p._context.state_snapshot(),
             current_conversation=self.p._conversation.messages(),
             max_messages=self.p.config.context.conversation_max_messages,
             initial=self.p.config.context.initial_state)
-        return plan
+
+    async def plan(self, entry_id: str | int,
+                   mode: RewindMode | str = RewindMode.BOTH) -> RewindPlan:
+        """What rewinding to just before ``entry_id`` would change; changes nothing."""
+        return (await self._plan(self._engine("rewind"), entry_id, mode))[0]
 
     async def rewind(self, entry_id: str | int, mode: RewindMode | str = RewindMode.BOTH, *,
                      actor: str = "operator") -> RewindResult:
@@ -57,27 +60,17 @@ class ProcessRewinder:
             await self.p.suspend("rewind")
         try:
             await self.p._delivery.wait_runs_finished()
-            await self.p._journal.flush()
-            plan, context, conversation = await engine.plan(
-                self.p.name, entry_id, mode, current_context=self.p._context.state_snapshot(),
-                current_conversation=self.p._conversation.messages(),
-                max_messages=self.p.config.context.conversation_max_messages,
-                initial=self.p.config.context.initial_state)
+            plan, context, conversation = await self._plan(engine, entry_id, mode)
+            new_context, new_conversation = await restored_state(
+                engine, plan, self.p._context.state_snapshot(),
+                self.p._conversation.messages(), context, conversation)
             if mode in (RewindMode.BOTH, RewindMode.CODE_ONLY):
-                self.p._context.replace_state(context, source="rewind")
-            if mode in (RewindMode.BOTH, RewindMode.CONVERSATION_ONLY):
-                self.p._conversation.set_messages(conversation)
-            if mode is RewindMode.SUMMARIZE:
-                note = await engine.interval_summary(self.p.name, plan.target_seq)
-                self.p._conversation.commit([{"role": "system", "content": note}])
-            entry = await self.p._recorder.append(EntryType.REWIND, {
-                "target_entry_id": plan.target_entry_id, "target_seq": plan.target_seq,
-                "mode": mode.value, "actor": actor, "entries_affected": plan.entries_affected,
-                "conversation_affected": plan.conversation_affected,
-                "state_affected": plan.state_affected,
-                "outside_effects": len(plan.outside_effects),
-                "context_state": self.p._context.state_snapshot(),
-                "conversation": self.p._conversation.messages()})
+                self.p._context.replace_state(new_context, source="rewind")
+            conversation_on = self.p._conversation.enabled or mode is not RewindMode.SUMMARIZE
+            if mode is not RewindMode.CODE_ONLY and conversation_on:
+                self.p._conversation.set_messages(new_conversation)
+            entry = await self.p._recorder.append(EntryType.REWIND, rewind_entry_data(
+                plan, actor, self.p._context.state_snapshot(), self.p._conversation.messages()))
             await self.p._checkpoint(durable=True)
         finally:
             if was_running and self.p.state is S.SUSPENDED and self.p._suspend_reason == "rewind":

@@ -114,7 +114,7 @@ async def _resolve(host: str, port: int) -> list[str]:
 
 
 class Escalator:
-    """Sends escalations for one process. ``client`` is injectable for tests."""
+    """Sends escalations for one process. ``transport`` is injectable for tests."""
 
     def __init__(self, event_bus: EventBus | None, *, source: str,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:

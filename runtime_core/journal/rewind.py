@@ -5,7 +5,6 @@ rewind can itself be undone by rewinding to an entry after it."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from typing import Any
 
@@ -219,22 +218,54 @@ def first_line(message: Message) -> str:
     return f"{message.get('role', '?')}: {line[:100]}"
 
 
-def now() -> float:
-    return time.time()
+async def restored_state(engine: RewindEngine, plan: RewindPlan,
+                         current_context: dict[str, Any], current_conversation: list[Message],
+                         context: dict[str, Any], conversation: list[Message],
+                         ) -> tuple[dict[str, Any], list[Message]]:
+    """The context and conversation once ``plan.mode`` is applied."""
+    mode = plan.mode
+    new_context = context if mode in (RewindMode.BOTH, RewindMode.CODE_ONLY) \
+        else current_context
+    new_conversation = conversation if mode in (RewindMode.BOTH, RewindMode.CONVERSATION_ONLY) \
+        else current_conversation
+    if mode is RewindMode.SUMMARIZE:
+        note = await engine.interval_summary(plan.process, plan.target_seq)
+        new_conversation = [*current_conversation, {"role": "system", "content": note}]
+    return new_context, new_conversation
+
+
+def rewind_entry_data(plan: RewindPlan, actor: str, context: dict[str, Any],
+                      conversation: list[Message]) -> dict[str, Any]:
+    """What a ``rewind`` entry records: the plan's counts and the state it restored."""
+    return {"target_entry_id": plan.target_entry_id, "target_seq": plan.target_seq,
+            "mode": plan.mode.value, "actor": actor, "entries_affected": plan.entries_affected,
+            "conversation_affected": plan.conversation_affected,
+            "state_affected": plan.state_affected, "outside_effects": len(plan.outside_effects),
+            "context_state": context, "conversation": conversation}
+
+
+async def _offline_plan(journal: JournalProvider, process: str, entry_id: str | int,
+                        mode: RewindMode | str, max_messages: int) -> tuple[
+        dict[str, Any], list[Message], RewindPlan, dict[str, Any], list[Message],
+        dict[str, Any]]:
+    """Plan against the state a process that is not running would recover."""
+    from runtime_core.journal.replay import ReplayEngine
+
+    engine = RewindEngine(journal)
+    recovered = await ReplayEngine(journal).recover(process)
+    current_context = dict(recovered["context_state"])
+    current_conversation = await engine.conversation_before(process, None, max_messages)
+    plan, context, conversation = await engine.plan(
+        process, entry_id, mode, current_context=current_context,
+        current_conversation=current_conversation, max_messages=max_messages)
+    return (current_context, current_conversation, plan, context, conversation,
+            dict(recovered.get("checkpoint") or {}))
 
 
 async def plan_offline(journal: JournalProvider, process: str, entry_id: str | int,
                        mode: RewindMode | str, *, max_messages: int = 100) -> RewindPlan:
     """The plan for a process that is not running, against the state it would recover."""
-    from runtime_core.journal.replay import ReplayEngine
-
-    engine = RewindEngine(journal)
-    recovered = await ReplayEngine(journal).recover(process)
-    plan, _, _ = await engine.plan(
-        process, entry_id, mode, current_context=dict(recovered["context_state"]),
-        current_conversation=await engine.conversation_before(process, None, max_messages),
-        max_messages=max_messages)
-    return plan
+    return (await _offline_plan(journal, process, entry_id, mode, max_messages))[2]
 
 
 async def apply_offline(journal: JournalProvider, process: str, entry_id: str | int,
@@ -243,32 +274,15 @@ async def apply_offline(journal: JournalProvider, process: str, entry_id: str | 
     """Rewind a process that is not running, straight in its journal (the command line's
     path): the same rewind entry and checkpoint a live process appends, so its next start
     recovers the rewound state. Returns the plan and the rewind entry's id ("" for cancel)."""
-    from runtime_core.journal.replay import ReplayEngine
-
-    mode = RewindMode(mode)
-    engine = RewindEngine(journal)
-    recovered = await ReplayEngine(journal).recover(process)
-    current_context = dict(recovered["context_state"])
-    current_conversation = await engine.conversation_before(process, None, max_messages)
-    plan, context, conversation = await engine.plan(
-        process, entry_id, mode, current_context=current_context,
-        current_conversation=current_conversation, max_messages=max_messages)
-    if mode is RewindMode.CANCEL:
+    current_context, current_conversation, plan, context, conversation, checkpoint = \
+        await _offline_plan(journal, process, entry_id, mode, max_messages)
+    if plan.mode is RewindMode.CANCEL:
         return plan, ""
-    new_context = context if mode in (RewindMode.BOTH, RewindMode.CODE_ONLY) \
-        else current_context
-    new_conversation = conversation if mode in (RewindMode.BOTH, RewindMode.CONVERSATION_ONLY) \
-        else current_conversation
-    if mode is RewindMode.SUMMARIZE:
-        new_conversation = [*current_conversation, {
-            "role": "system", "content": await engine.interval_summary(process, plan.target_seq)}]
-    entry = await journal.append(JournalEntry(process, EntryType.REWIND, {
-        "target_entry_id": plan.target_entry_id, "target_seq": plan.target_seq,
-        "mode": mode.value, "actor": actor, "entries_affected": plan.entries_affected,
-        "conversation_affected": plan.conversation_affected,
-        "state_affected": plan.state_affected, "outside_effects": len(plan.outside_effects),
-        "context_state": new_context, "conversation": new_conversation}))
-    checkpoint = dict(recovered.get("checkpoint") or {})
+    new_context, new_conversation = await restored_state(
+        RewindEngine(journal), plan, current_context, current_conversation, context,
+        conversation)
+    entry = await journal.append(JournalEntry(process, EntryType.REWIND, rewind_entry_data(
+        plan, actor, new_context, new_conversation)))
     checkpoint["context_state"] = new_context
     await journal.checkpoint(process, checkpoint)
     return plan, entry.entry_id
