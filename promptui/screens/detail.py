@@ -238,7 +238,7 @@ class ProcessDetailScreen(Screen[None]):
         self.refresh_bindings()  # the footer shows the keys of the visible tab
         self._draw(self.active_tab)  # no blank tab until the next tick
         if self.active_tab == "timeline":
-            self.run_worker(self._draw_timeline(), group="timeline-tab", exclusive=True)
+            self.run_worker(self._draw_timeline, group="timeline-tab", exclusive=True)
 
     @on(DataTable.RowHighlighted)
     def _row_moved(self, event: DataTable.RowHighlighted) -> None:
