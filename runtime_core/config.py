@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from runtime_core.agent.mcp_config import ServerConfig, normalise_server_entries
 from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec, check_model_setting
 from runtime_core.governance.budget import BudgetConfig
 from runtime_core.governance.health import HealthConfig
@@ -175,6 +176,7 @@ class ProcessConfig(StrictModel):
     instructions: str | None = None
     tools: list[str | ToolDeclaration] = Field(default_factory=list)
     allowed_tools: list[str] | None = None
+    servers: dict[str, ServerConfig] = Field(default_factory=dict)
     triggers: list[TriggerConfig] = Field(default_factory=list)
     context: ContextConfig = Field(default_factory=ContextConfig)
     concurrency: Annotated[int, Field(ge=1, le=100)] = 1
@@ -199,6 +201,11 @@ class ProcessConfig(StrictModel):
     @classmethod
     def _check_model(cls, value: ModelSetting) -> ModelSetting:
         return check_model_setting(value)
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _server_types(cls, value: Any) -> Any:
+        return normalise_server_entries(value)
 
     @field_validator("tools", mode="before")
     @classmethod

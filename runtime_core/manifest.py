@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from runtime_core.agent.mcp_config import check_server, missing_references
 from runtime_core.config import ProcessConfig
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -32,19 +33,21 @@ MANIFEST_KEYS: dict[str, str] = {
     "world": "the initial context state",
     "journal": "journal settings (default: checkpoint level in .promptui/journal.db)",
     "config": "any other ProcessConfig field (concurrency, restart_policy, ...)",
-    "servers": "MCP servers (not applied yet)",
+    "servers": "MCP servers: {name: {type: stdio, command, args, env, cwd}} or {type: http, url}",
     "budget": "autonomy budget: limits per run and per day",
     "health": "behavioral health: stuck, loop, empty replies, error rate",
     "mission": "a goal with a success check over the context state",
     "secrets": "secrets for tools: {name: '${ENV_VAR}'}, never written anywhere",
     "inbox": "operator messages and questions (send_message, ask)",
 }
-NOT_YET_APPLIED = ("servers",)
+NOT_YET_APPLIED: tuple[str, ...] = ()
+#: Always the absolute folder of the manifest being read (e.g. a server script beside it).
+MANIFEST_DIR_VARIABLE = "MANIFEST_DIR"
 #: Where a ProcessConfig field comes from in a manifest.
 FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "tools",
                  "triggers": "triggers", "journal": "journal", "health": "health",
                  "budget": "budget", "secrets": "secrets", "inbox": "inbox",
-                 "mission": "mission"}
+                 "mission": "mission", "servers": "servers"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +122,24 @@ class _Positions:
         return self.marks.get((), (1, 1))
 
 
-def _substitute_env(value: Any, path: tuple[Any, ...], errors: list[tuple[tuple[Any, ...], str]]
-                    ) -> Any:
+def _keeps_references(path: tuple[Any, ...]) -> bool:
+    """Credentials stay ``${VAR}`` in the config and are resolved when used, so their values
+    never sit in config, journal or screen: secrets, and MCP server env, headers and tokens."""
     if path[:2] == ("secrets", "secrets"):
-        return value  # resolved at start by the secret scope, so the value never sits in config
+        return True
+    return len(path) >= 3 and path[0] == "servers" and path[2] in (
+        "env", "headers", "bearer_token")
+
+
+def _substitute_env(value: Any, path: tuple[Any, ...], errors: list[tuple[tuple[Any, ...], str]],
+                    manifest_dir: str = "") -> Any:
+    if _keeps_references(path):
+        return value
     if isinstance(value, str):
         def replace(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
+            if name == MANIFEST_DIR_VARIABLE and manifest_dir:
+                return manifest_dir
             if name in os.environ:
                 return os.environ[name]
             if default is not None:
@@ -135,9 +149,9 @@ def _substitute_env(value: Any, path: tuple[Any, ...], errors: list[tuple[tuple[
             return match.group(0)
         return ENV_PATTERN.sub(replace, value)
     if isinstance(value, dict):
-        return {k: _substitute_env(v, (*path, k), errors) for k, v in value.items()}
+        return {k: _substitute_env(v, (*path, k), errors, manifest_dir) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute_env(v, (*path, i), errors) for i, v in enumerate(value)]
+        return [_substitute_env(v, (*path, i), errors, manifest_dir) for i, v in enumerate(value)]
     return value
 
 
@@ -167,7 +181,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
         problem((), "a manifest is a mapping of keys such as name, model and triggers", positions)
         raise ManifestError(problems)
     env_errors: list[tuple[tuple[Any, ...], str]] = []
-    data = _substitute_env(data, (), env_errors)
+    data = _substitute_env(data, (), env_errors, str(path.parent.resolve()))
     for where, message in env_errors:
         problem(where, message, positions)
     for key in data:
@@ -186,7 +200,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
                 for key in NOT_YET_APPLIED if key in data]
     raw: dict[str, Any] = {}
     for key in ("model", "instructions", "tools", "triggers", "health", "budget", "secrets",
-                "inbox", "mission"):
+                "inbox", "mission", "servers"):
         if key in data:
             raw[key] = data[key]
     raw["journal"] = data["journal"] if data.get("journal") is not None else {
@@ -214,11 +228,23 @@ def parse_manifest(text: str, path: Path) -> Manifest:
             loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and (
                 p.startswith("function-") or p in ("str", "ScriptedModelSpec",
                                                    "RemoteModelSpec"))))
+            if len(loc) > 2 and loc[0] == "servers" and loc[2] in ("stdio", "http"):
+                loc = (*loc[:2], *loc[3:])  # the union's tag is not a key the author wrote
             where = _manifest_path(loc, overrides)
             message = error["msg"]
             if error["type"] == "extra_forbidden":
                 message = f"unknown key {loc[-1]!r}" + _valid_keys_hint(loc, raw)
             problem(where, message, positions, key=error["type"] == "extra_forbidden")
+    if config is not None:
+        for server_name, server in config.servers.items():
+            try:
+                check_server(server_name, server, path.parent)
+            except ValueError as exc:
+                problem(("servers", server_name), str(exc), positions)
+            warnings.extend(
+                f"{file}: servers.{server_name} needs environment variable {variable}, which "
+                "is not set (it is read when the server connects)"
+                for variable in missing_references(server))
     if problems:
         raise ManifestError(problems)
     assert config is not None and isinstance(name, str)
@@ -241,6 +267,14 @@ def _valid_keys_hint(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
 
     from runtime_core.config import TRIGGER_FIELDS, TriggerConfig
 
+    if len(loc) == 3 and loc[0] == "servers":
+        from runtime_core.agent.mcp_config import HttpServerConfig, StdioServerConfig
+
+        entry = (raw.get("servers") or {}).get(loc[1])
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        server_model = HttpServerConfig if kind == "http" else StdioServerConfig
+        label = "an http" if kind == "http" else "a stdio"
+        return f"; {label} server takes: {', '.join(server_model.model_fields)}"
     if len(loc) == 3 and loc[0] == "triggers" and isinstance(loc[1], int):
         try:
             kind = raw["triggers"][loc[1]].get("type")

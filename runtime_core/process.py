@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from runtime_core import crashpoints
 from runtime_core.agent.factory import build_model, build_model_from, build_tools
+from runtime_core.agent.mcp_config import check_server
+from runtime_core.agent.mcp_tools import McpToolbox
 from runtime_core.agent.model import Model
-from runtime_core.agent.tools import Tool
+from runtime_core.agent.tools import AgentTool, Tool
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock, SystemClock
 from runtime_core.config import ProcessConfig, TriggerConfig
@@ -111,6 +113,10 @@ class AgentProcess:
         self._base_dir = Path(base_dir) if base_dir is not None else None
         self._model_override = model
         self._extra_tools = list(tools or ())
+        for server_name, server in self.config.servers.items():
+            check_server(server_name, server, self._base_dir)  # ValueError: unusable entry
+        self._toolbox = McpToolbox(self.config.servers, base_dir=self._base_dir) \
+            if self.config.servers else None
 
         self._lifecycle = ProcessLifecycle()
         self._lifecycle.add_listener(self._on_transition)
@@ -276,6 +282,7 @@ class AgentProcess:
             "hook_count": len(self.hooks),
             "active_runs": len(self._inflight),
             "waiting_runs": len(self._waiting),
+            **({"servers": self._toolbox.describe()} if self._toolbox else {}),
             **({"recovered": self.recovered} if self.recovered is not None else {}),
             **({"budget": self._budget.remaining()} if self._budget else {}),
             **({"active_secrets": self._secrets.active_count} if self._secrets else {}),
@@ -346,6 +353,8 @@ class AgentProcess:
             self._inbox.clear()
         if self._journal is not None and self._owns_journal:
             await self._journal.close()
+        if self._toolbox is not None:
+            self._toolbox.release()
 
     async def suspend(self, reason: str = "manual") -> None:
         if self.state is not S.RUNNING:
@@ -535,7 +544,9 @@ class AgentProcess:
             if self._secrets is not None:
                 self._secrets.resolve()  # a missing variable fails the start, loudly
             model = self._model_override or build_model(self.config, base_dir=self._base_dir)
-            tools = build_tools(self.config, self._extra_tools)
+            tools: dict[str, AgentTool] = dict(build_tools(self.config, self._extra_tools))
+            if self._toolbox is not None:  # connected before any trigger can start a run
+                tools.update(await self._toolbox.connect(set(tools)))
             self._executor = RunExecutor(
                 process=self.name,
                 model=model,
@@ -558,8 +569,10 @@ class AgentProcess:
             )
             await self._triggers.start_all()
         except asyncio.CancelledError:
+            await self._close_servers()
             raise
         except Exception as exc:
+            await self._close_servers()
             self._lifecycle.transition(S.FAILED, reason=f"startup failed: {exc}",
                                        metadata={"error": str(exc)})
             self._notifier.emit(ProcessFailed(process=self.name, process_id=self.process_id,
@@ -594,6 +607,12 @@ class AgentProcess:
                 self._delivery.offer(event)
             else:
                 self._delivery.dead_letter(event, reason, "", 0)
+        await self._close_servers()
+
+    async def _close_servers(self) -> None:
+        """Close the MCP connections (stdio servers exit); the next start reconnects."""
+        if self._toolbox is not None:
+            await self._toolbox.close()
 
     async def _cancel_restart(self) -> None:
         task = self._restart_task
@@ -613,6 +632,10 @@ class AgentProcess:
         self._delivery.dead_letter_all(DeadLetterReason.PROCESS_FAILED)
         self._notifier.emit(ProcessFailed(process=self.name, process_id=self.process_id,
                                           reason=reason, error=error[:500]))
+        if self._toolbox is not None:  # a failed process keeps no servers running
+            task = asyncio.create_task(self._close_servers(), name=f"{self.name}-mcp-close")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         self._schedule_restart(reason)
 
     def _schedule_restart(self, reason: str) -> None:

@@ -14,13 +14,13 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runtime_core import crashpoints
 from runtime_core.agent.model import Model, ModelRequest, ModelTurn, ToolCall, ToolSpec
-from runtime_core.agent.tools import Tool, ToolContext
+from runtime_core.agent.tools import AgentTool, ToolContext
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.config import RunBudgetConfig
 from runtime_core.context import AgentContext, ConversationBuffer, Message
@@ -193,7 +193,7 @@ class RunExecutor:
         *,
         process: str,
         model: Model,
-        tools: dict[str, Tool],
+        tools: Mapping[str, AgentTool],
         allowed_tools: list[str] | None,
         budget: RunBudgetConfig,
         context: AgentContext,
@@ -442,7 +442,8 @@ class RunExecutor:
         recorder = self.recorder
         if recorder is not None:
             try:  # the intent is durable before a write tool runs
-                await recorder.tool_intent(run.run_id, step, call, tool.effect)
+                await recorder.tool_intent(run.run_id, step, call, tool.effect,
+                                            tool.journal_info)
             except JournalError as exc:
                 raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
             crashpoints.reached("tool_intent")

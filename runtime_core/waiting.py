@@ -57,6 +57,7 @@ class WaitingRuns:
             "args": unknown.args if unknown else {},
             "step": unknown.step if unknown else 0,
             "idempotency_key": unknown.idempotency_key if unknown else "",
+            **(unknown.origin if unknown else {}),
         }
 
     def decision(self, run_id: str, outcome: str, result: Any, note: str, actor: str

@@ -9,7 +9,7 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -71,6 +71,25 @@ class ToolContext:
         self.outbox.append(("message", topic, content))
 
 
+class AgentTool(Protocol):
+    """What the run loop needs of a tool: Python callables and MCP tools both provide it."""
+
+    name: str
+    description: str
+    effect: Effect
+
+    @property
+    def journal_info(self) -> dict[str, Any]:
+        """Extra facts recorded with the tool's intent (where it comes from, idempotency)."""
+        ...
+
+    def spec(self) -> ToolSpec: ...
+
+    def validate_args(self, args: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any: ...
+
+
 class _ArgsBase(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -90,6 +109,10 @@ class Tool:
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return schema
+
+    @property
+    def journal_info(self) -> dict[str, Any]:
+        return {}
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)

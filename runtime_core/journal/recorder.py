@@ -118,9 +118,10 @@ class ProcessRecorder:
                               for m in prompt]
         self.submit(EntryType.MODEL_USAGE, data, run_id=run_id)
 
-    async def tool_intent(self, run_id: str, step: int, call: ToolCall, effect: str) -> None:
+    async def tool_intent(self, run_id: str, step: int, call: ToolCall, effect: str,
+                          info: dict[str, Any] | None = None) -> None:
         data = {"step": step, "tool": call.name, "call_id": call.call_id, "effect": effect,
-                "args": call.args, "idempotency_key": f"{run_id}:{step}"}
+                "args": call.args, "idempotency_key": f"{run_id}:{step}", **(info or {})}
         if effect == "write":
             await self.append(EntryType.TOOL_INTENT, data, run_id=run_id)
         else:

@@ -12,6 +12,8 @@ from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.rewind import RewindEngine, fold_context
 
+#: Facts a tool intent may carry about where the tool lives (see AgentTool.journal_info).
+ORIGIN_KEYS = ("mcp_server", "mcp_tool", "idempotent")
 INTERRUPTED_READ = (
     "interrupted: this read did not finish before the process stopped; "
     "call the tool again if you still need it"
@@ -76,6 +78,7 @@ class UnknownWrite:
     call: ToolCall
     args: dict[str, Any]
     idempotency_key: str
+    origin: dict[str, Any] = field(default_factory=dict)  # e.g. its MCP server, idempotent
 
 
 @dataclass(slots=True)
@@ -158,8 +161,9 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
             out.history.append({"role": "tool", "tool_call_id": call.call_id,
                                 "name": call.name, "content": INTERRUPTED_READ})
             continue
+        origin = {key: intent[key] for key in ORIGIN_KEYS if key in intent}
         out.unknown = UnknownWrite(step, call, dict(intent.get("args") or {}),
-                                   str(intent.get("idempotency_key", "")))
+                                   str(intent.get("idempotency_key", "")), origin)
         out.remaining = turn_calls[index + 1:]
         break
     return out
