@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runtime_core.agent.mcp_config import redacted_server
+from runtime_core.config import ProcessConfig
 from runtime_core.events import EventNotifier, RuntimeEvent
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
@@ -330,7 +332,7 @@ class LocalControl:
             context=redact_any(process.context.state_snapshot(), redact),
             conversation=tuple(redact_any(m, redact) for m in process.conversation.messages()),
             governance=governance,
-            config=process.config.model_dump(mode="json", exclude_defaults=True),
+            config=shown_config(process.config),
             triggers=tuple(status["triggers"]) if isinstance(status["triggers"], list) else (),
         )
 
@@ -484,3 +486,13 @@ def redact_run(run: RunView, redact: Any) -> RunView:
     return replace(run, reply=redact(run.reply), error=redact(run.error), steps=tuple(
         replace(s, args=redact_any(s.args, redact), result=redact(s.result))
         for s in run.steps))
+
+
+def shown_config(config: ProcessConfig) -> dict[str, Any]:
+    """The configuration as it may be displayed: MCP server credentials are ``${VAR}``
+    references or ``[redacted]``, never values."""
+    data = config.model_dump(mode="json", exclude_defaults=True)
+    if config.servers:
+        data["servers"] = {name: redacted_server(server)
+                           for name, server in config.servers.items()}
+    return data

@@ -108,6 +108,8 @@ class McpServerLink:
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
+                if isinstance(self.config, StdioServerConfig):
+                    read = await stack.enter_async_context(self._watched(read))
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 tools = await self._list_tools(session)
@@ -128,6 +130,32 @@ class McpServerLink:
                     f"{self._stderr_tail()}"))
         finally:
             self._session = None
+
+    @contextlib.asynccontextmanager
+    async def _watched(self, read: Any) -> Any:
+        """Pass the server's messages through, noting when its stream ends (the server
+        exited), so the next call reconnects instead of failing on a dead connection."""
+        import anyio
+
+        sender, receiver = anyio.create_memory_object_stream[Any](0)
+
+        async def forward() -> None:
+            async with sender:
+                try:
+                    async for item in read:
+                        await sender.send(item)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    pass
+            if not self._closing.is_set():
+                self._lost = "the server closed the connection"
+
+        task = asyncio.create_task(forward(), name=f"mcp-{self.name}-read")
+        try:
+            yield receiver
+        finally:
+            task.cancel()
+            await asyncio.wait({task})
+            receiver.close()
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         if isinstance(self.config, StdioServerConfig):
@@ -210,11 +238,13 @@ class McpServerLink:
         task, self._task = self._task, None
         if task is not None:
             self._closing.set()
-            try:
-                await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT)
-            except TimeoutError:
+            if self._session is None:  # still connecting: nothing to close politely
                 task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+            # wait() neither raises the task's end nor cancels it if we are cancelled
+            done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+            if not done:
+                task.cancel()
+                await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
         self._session = None
 
     def release(self) -> None:

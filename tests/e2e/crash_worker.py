@@ -1,7 +1,7 @@
 """A runtime in a subprocess, for the SIGKILL tests.
 
 It opens (and recovers) one journaled process whose write tool appends to an outside ledger
-file with its idempotency key, injects new events (printing ``ACK <id>`` once each is
+file with its idempotency key (a Python tool, or with --mcp a tool of an MCP stdio server), injects new events (printing ``ACK <id>`` once each is
 acknowledged), optionally reconciles runs left waiting by checking the ledger (what a
 connector-specific reconciliation would do), and reports ``IDLE <json>`` when everything has run.
 """
@@ -19,6 +19,7 @@ from typing import Any
 from runtime_core import AgentProcess, ProcessConfig, ToolContext, TriggerEvent, tool
 
 LEDGER: Path
+LEDGER_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "ledger_server.py"
 
 
 def peek(ctx: ToolContext) -> int:
@@ -58,20 +59,30 @@ async def main() -> None:
     parser.add_argument("--prefix", default="ev")
     parser.add_argument("--reconcile", action="store_true")
     parser.add_argument("--exit-when-idle", action="store_true")
+    parser.add_argument("--mcp", action="store_true",
+                        help="peek and record are tools of an MCP stdio server")
     args = parser.parse_args()
     LEDGER = Path(args.ledger)
+    record_args = {"item": "$payload.i"}
+    servers: dict[str, Any] = {}
+    tools = [tool(peek, effect="read"), tool(record, effect="write")]
+    if args.mcp:
+        record_args["event_id"] = "$event_id"
+        servers = {"ledger": {"command": "python", "args": [str(LEDGER_SERVER)],
+                              "env": {"LEDGER": str(LEDGER)}, "timeout": 60}}
+        tools = []
     config = ProcessConfig(
         model={"provider": "scripted", "turns": [
             {"tool_calls": [{"name": "peek", "args": {}},
-                            {"name": "record", "args": {"item": "$payload.i"}}]},
+                            {"name": "record", "args": record_args}]},
             {"reply": "ok"},
         ]},
+        servers=servers,
         journal={"level": "checkpoint", "path": args.db},
         trigger_delivery={"max_retries": 0},
         max_consecutive_failures=1000,
     )
-    process = AgentProcess("crashy", config, tools=[tool(peek, effect="read"),
-                                                    tool(record, effect="write")])
+    process = AgentProcess("crashy", config, tools=tools)
     await process.start()
     say("READY", json.dumps(process.recovered))
     reconciled: list[dict[str, Any]] = []

@@ -34,6 +34,7 @@ class WorkerResult:
 async def run_worker(
     tmp: Path, *, inject: int = 0, prefix: str = "ev", crash: str | None = None,
     reconcile: bool = False, kill_after: float | None = None, timeout: float = 60.0,
+    mcp: bool = False,
 ) -> WorkerResult:
     env = dict(os.environ)
     env.pop("PROMPTUI_CRASH_AT", None)
@@ -43,6 +44,8 @@ async def run_worker(
            "--ledger", str(tmp / "ledger.txt"), "--inject", str(inject), "--prefix", prefix]
     if reconcile:
         cmd.append("--reconcile")
+    if mcp:
+        cmd.append("--mcp")
     if kill_after is None:
         cmd.append("--exit-when-idle")
     proc = await asyncio.create_subprocess_exec(
@@ -111,7 +114,8 @@ def journal_facts(tmp: Path) -> dict[str, Any]:
     return {"integrity": integrity, "succeeded": succeeded, "applied": applied, "seqs": seqs}
 
 
-def check_invariants(tmp: Path, acked: list[str], final: WorkerResult) -> dict[str, Any]:
+def check_invariants(tmp: Path, acked: list[str], final: WorkerResult, *, mcp: bool = False
+                     ) -> dict[str, Any]:
     """The final run reconciled everything and ran until idle; check what survived."""
     assert final.idle is not None, "the final run never became idle"
     facts = journal_facts(tmp)
@@ -128,56 +132,66 @@ def check_invariants(tmp: Path, acked: list[str], final: WorkerResult) -> dict[s
     missing = [e for e in acked if e not in set(succeeded) and e not in dead]
     assert not missing, f"acknowledged events lost: {missing}"
     assert final.idle["waiting"] == []
+    if mcp:  # an MCP tool cannot write the context: the ledger alone is the record
+        return facts
     assert final.idle["count"] == len(lines) - facts["applied"], (
         "context counter does not match the ledger", final.idle["count"], len(lines),
         facts["applied"])
     return facts
 
 
+TOOL_KINDS = pytest.mark.parametrize("mcp", [False, True], ids=["python-tool", "mcp-tool"])
+
+
+@TOOL_KINDS
 @pytest.mark.parametrize("point", ["event_acknowledged", "tool_result", "run_end",
                                    "group_commit"])
 async def test_named_crash_point_loses_nothing_and_repeats_no_write(
-    tmp_path: Path, point: str
+    tmp_path: Path, point: str, mcp: bool
 ) -> None:
-    crashed = await run_worker(tmp_path, inject=6, prefix="a", crash=f"{point}:3")
+    crashed = await run_worker(tmp_path, inject=6, prefix="a", crash=f"{point}:3", mcp=mcp)
     assert crashed.returncode == -signal.SIGKILL, f"{point} was never reached"
-    restarted = await run_worker(tmp_path, inject=2, prefix="b", reconcile=True)
+    restarted = await run_worker(tmp_path, inject=2, prefix="b", reconcile=True, mcp=mcp)
     assert restarted.ready is not None and restarted.ready["lifecycle_state"] != "stopped"
-    check_invariants(tmp_path, crashed.acks + restarted.acks, restarted)
+    check_invariants(tmp_path, crashed.acks + restarted.acks, restarted, mcp=mcp)
 
 
+@TOOL_KINDS
 async def test_crash_after_a_write_intent_parks_the_run_until_reconciled(
-    tmp_path: Path,
+    tmp_path: Path, mcp: bool
 ) -> None:
-    crashed = await run_worker(tmp_path, inject=4, prefix="a", crash="tool_intent:2")
+    crashed = await run_worker(tmp_path, inject=4, prefix="a", crash="tool_intent:2", mcp=mcp)
     assert crashed.returncode == -signal.SIGKILL
     # The intent of the 2nd write is durable, the tool never ran: its outcome is unknown.
-    parked = await run_worker(tmp_path)
+    parked = await run_worker(tmp_path, mcp=mcp)
     assert parked.idle is not None
     waiting = parked.idle["waiting"]
     assert len(waiting) == 1
     assert waiting[0]["reason"] == "unknown_write_outcome"
     assert waiting[0]["tool"] == "record"
     assert waiting[0]["idempotency_key"] not in {line.split()[0] for line in ledger(tmp_path)}
+    if mcp:  # the intent says where the tool lives
+        assert waiting[0]["mcp_server"] == "ledger"
     # Not dispatched again on its own: still waiting after another restart.
-    again = await run_worker(tmp_path)
+    again = await run_worker(tmp_path, mcp=mcp)
     assert again.idle is not None and len(again.idle["waiting"]) == 1
     # Reconciled (not applied, per the ledger) it continues and succeeds.
-    final = await run_worker(tmp_path, reconcile=True)
+    final = await run_worker(tmp_path, reconcile=True, mcp=mcp)
     assert final.idle is not None
     assert [r["outcome"] for r in final.idle["reconciled"]] == ["not_applied"]
-    check_invariants(tmp_path, crashed.acks, final)
+    check_invariants(tmp_path, crashed.acks, final, mcp=mcp)
 
 
+@TOOL_KINDS
 async def test_a_write_that_ran_before_the_crash_is_reconciled_as_applied(
-    tmp_path: Path,
+    tmp_path: Path, mcp: bool
 ) -> None:
     # Crash after the 2nd write ran but before its result was journaled: kill inside the
     # group commit that carries the result (the tool_result entry is the durable one).
-    crashed = await run_worker(tmp_path, inject=3, prefix="a", crash="tool_result:2")
+    crashed = await run_worker(tmp_path, inject=3, prefix="a", crash="tool_result:2", mcp=mcp)
     assert crashed.returncode == -signal.SIGKILL
-    final = await run_worker(tmp_path, reconcile=True)
-    facts = check_invariants(tmp_path, crashed.acks, final)
+    final = await run_worker(tmp_path, reconcile=True, mcp=mcp)
+    facts = check_invariants(tmp_path, crashed.acks, final, mcp=mcp)
     assert len(ledger(tmp_path)) == 3 and facts["applied"] == 0
 
 
@@ -198,3 +212,23 @@ async def test_random_sigkill_soak(tmp_path: Path) -> None:
     assert len(facts["succeeded"]) >= len(acked)
     print(f"soak: {kills} kills, {len(acked)} acknowledged, {len(facts['succeeded'])} succeeded, "
           f"{facts['applied']} reconciled as applied, {len(ledger(tmp_path))} writes")
+
+
+async def test_random_sigkill_soak_with_an_mcp_write_tool(tmp_path: Path) -> None:
+    """The same soak, shorter, with the write going through an MCP stdio server: a kill can
+    land while the server is mid-write; nothing is written twice and nothing is lost."""
+    rng = random.Random(20261203)
+    acked: list[str] = []
+    kills = 0
+    for i in range(15):
+        result = await run_worker(tmp_path, inject=4, prefix=f"m{i}", reconcile=True,
+                                  kill_after=rng.uniform(0.0, 0.15), mcp=True)
+        acked.extend(result.acks)
+        kills += result.returncode == -signal.SIGKILL
+    assert kills >= 15
+    final = await run_worker(tmp_path, reconcile=True, mcp=True)
+    facts = check_invariants(tmp_path, acked, final, mcp=True)
+    assert len(acked) > 15
+    assert len(facts["succeeded"]) >= len(acked)
+    print(f"mcp soak: {kills} kills, {len(acked)} acknowledged, {len(facts['succeeded'])} "
+          f"succeeded, {facts['applied']} reconciled as applied, {len(ledger(tmp_path))} writes")
