@@ -1,6 +1,6 @@
 """The demo's MCP server: a changelog of requested deploys, kept in PROMPTUI_DEMO_DIR.
 
-Run by the ``changelog-writer`` demo process over stdio. It also serves MCP over streamable HTTP
+Run by the ``changelog`` demo process over stdio. It also serves MCP over streamable HTTP
 on loopback, for trying a ``type: http`` server entry:
 
     python demo_manifests/promptui_demo_mcp.py --http --port 8765   # then url: http://127.0.0.1:8765/mcp

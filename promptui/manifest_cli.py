@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from runtime_core.agent.mcp_tools import probe_servers
 from runtime_core.manifest import ManifestError, load_directory, load_manifest
 
 out = Console(soft_wrap=True, highlight=False)
@@ -87,7 +90,11 @@ config:
 }
 
 
-def validate(paths: list[Path] = typer.Argument(..., help="Manifest files or folders.")) -> None:
+def validate(
+    paths: list[Path] = typer.Argument(..., help="Manifest files or folders."),
+    connect: bool = typer.Option(False, "--connect",
+                                 help="Also connect each MCP server and list its tools."),
+) -> None:
     """Check manifests; every problem is listed with file, line, column and field."""
     problems = 0
     for path in paths:
@@ -102,9 +109,27 @@ def validate(paths: list[Path] = typer.Argument(..., help="Manifest files or fol
             out.print(f"[green]ok[/green] {escape(manifest.name)} ({escape(str(manifest.path))})")
             for warning in manifest.warnings:
                 out.print(f"[yellow]warning[/yellow] {escape(warning)}")
+            if connect and manifest.config.servers:
+                problems += _probe(manifest.config.servers, manifest.base_dir)
     if problems:
         out.print(f"{problems} problem(s)")
         raise typer.Exit(1)
+
+
+def _probe(servers: Any, base_dir: Path) -> int:
+    """Connect the servers, print their tools with effects; the number that failed."""
+    failed = 0
+    for row in asyncio.run(probe_servers(servers, base_dir=base_dir)):
+        name = escape(f"servers.{row['server']}")
+        if row.get("error"):
+            failed += 1
+            out.print(f"  [red]error[/red] {name}: {escape(row['error'])}")
+            continue
+        tools = ", ".join(
+            f"{t['name']} ({t['effect']}{', idempotent' if t.get('idempotent') else ''})"
+            for t in row["tools"]) or "no tools"
+        out.print(f"  [green]connected[/green] {name} ({row['type']}): {escape(tools)}")
+    return failed
 
 
 def init(

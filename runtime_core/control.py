@@ -131,6 +131,7 @@ class ProcessDetail:
     governance: dict[str, Any]  # health / budget / mission / secrets / inbox where enabled
     config: dict[str, Any]  # the configuration as loaded (secret references, never values)
     triggers: tuple[dict[str, Any], ...] = field(default=())
+    servers: tuple[dict[str, Any], ...] = field(default=())  # MCP: state and tools with effects
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +335,7 @@ class LocalControl:
             governance=governance,
             config=shown_config(process.config),
             triggers=tuple(status["triggers"]) if isinstance(status["triggers"], list) else (),
+            servers=tuple(status.get("servers", ())),
         )
 
     async def waiting_detail(self, name: str, run_id: str) -> dict[str, Any]:

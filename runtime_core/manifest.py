@@ -14,9 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from runtime_core.agent.mcp_config import check_server, missing_references
+from runtime_core.agent.mcp_config import (
+    HttpServerConfig,
+    ServerConfig,
+    StdioServerConfig,
+    check_server,
+    missing_references,
+    normalise_server_entries,
+)
 from runtime_core.config import ProcessConfig
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -231,24 +238,43 @@ def parse_manifest(text: str, path: Path) -> Manifest:
             if len(loc) > 2 and loc[0] == "servers" and loc[2] in ("stdio", "http"):
                 loc = (*loc[:2], *loc[3:])  # the union's tag is not a key the author wrote
             where = _manifest_path(loc, overrides)
-            message = error["msg"]
+            message = error["msg"].removeprefix("Value error, ")
             if error["type"] == "extra_forbidden":
                 message = f"unknown key {loc[-1]!r}" + _valid_keys_hint(loc, raw)
             problem(where, message, positions, key=error["type"] == "extra_forbidden")
-    if config is not None:
-        for server_name, server in config.servers.items():
-            try:
-                check_server(server_name, server, path.parent)
-            except ValueError as exc:
-                problem(("servers", server_name), str(exc), positions)
-            warnings.extend(
-                f"{file}: servers.{server_name} needs environment variable {variable}, which "
-                "is not set (it is read when the server connects)"
-                for variable in missing_references(server))
+    for server_name, server in _usable_entries(config, raw.get("servers")).items():
+        try:
+            check_server(server_name, server, path.parent)
+        except ValueError as exc:
+            problem(("servers", server_name), str(exc), positions)
+        warnings.extend(
+            f"{file}: servers.{server_name} needs environment variable {variable}, which "
+            "is not set (it is read when the server connects)"
+            for variable in missing_references(server))
     if problems:
         raise ManifestError(problems)
     assert config is not None and isinstance(name, str)
     return Manifest(name, config, path, path.parent, warnings)
+
+
+def _usable_entries(config: ProcessConfig | None, raw: Any
+                    ) -> dict[str, StdioServerConfig | HttpServerConfig]:
+    """The server entries that parse, even when another part of the manifest did not, so
+    every server problem is reported in one pass."""
+    if config is not None:
+        return dict(config.servers)
+    if not isinstance(raw, dict):
+        return {}
+    adapter: TypeAdapter[StdioServerConfig | HttpServerConfig] = TypeAdapter(ServerConfig)
+    entries: dict[str, StdioServerConfig | HttpServerConfig] = {}
+    normalised = normalise_server_entries(raw)
+    assert isinstance(normalised, dict)
+    for name, entry in normalised.items():
+        try:
+            entries[str(name)] = adapter.validate_python(entry)
+        except ValidationError:
+            continue  # already reported with the rest of the config
+    return entries
 
 
 def _manifest_path(loc: tuple[Any, ...], overrides: dict[str, Any]) -> tuple[Any, ...]:

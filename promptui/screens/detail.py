@@ -201,7 +201,8 @@ class ProcessDetailScreen(Screen[None]):
         elif pane == "governance":
             self._set_static("#governance-view", d.governance, governance_view)
         elif pane == "config":
-            self._set_static("#config-view", d.config, config_view)
+            self._set_static("#config-view", {"config": d.config, "servers": list(d.servers)},
+                             config_view)
 
     def _set_static(self, selector: str, data: dict[str, Any],
                     render: Callable[[dict[str, Any]], Any]) -> None:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -135,8 +136,14 @@ class ReconcileDialog(ModalScreen[ReconcileChoice | None]):
         with Vertical(classes="dialog dialog-wide"):
             yield Label(f"Reconcile run {str(d.get('run_id', ''))[:12]} of {self.process}",
                         classes="dialog-title")
+            where = ""
+            if d.get("mcp_server"):
+                where = f"[b]Where[/b] MCP server {escape(str(d['mcp_server']))}"
+                if d.get("idempotent"):
+                    where += " · idempotent (a repeat is harmless)"
+                where += "\n"
             yield Static(
-                f"[b]Tool[/b] {d.get('tool', '')}   [b]step[/b] {d.get('step', '')}\n"
+                f"[b]Tool[/b] {d.get('tool', '')}   [b]step[/b] {d.get('step', '')}\n{where}"
                 f"[b]Idempotency key[/b] {d.get('idempotency_key', '')}\n"
                 f"[b]Why[/b] {d.get('reason', '')}\n[b]Arguments[/b] {args}",
                 classes="dialog-body", markup=True)

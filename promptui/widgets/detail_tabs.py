@@ -135,9 +135,30 @@ def governance_view(governance: dict[str, Any]) -> RenderableType:
     return table
 
 
-def config_view(config: dict[str, Any]) -> RenderableType:
+def config_view(data: dict[str, Any]) -> RenderableType:
+    """The MCP servers (live state, tools and their effects), then the configuration."""
+    config = data.get("config") or {}
     text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True) if config else "{}\n"
-    return Syntax(text, "yaml", theme="ansi_dark", background_color="default", word_wrap=True)
+    syntax = Syntax(text, "yaml", theme="ansi_dark", background_color="default", word_wrap=True)
+    servers = data.get("servers") or []
+    if not servers:
+        return syntax
+    table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
+    table.add_column("server", style="bold", no_wrap=True)
+    table.add_column("tools", overflow="fold")
+    for server in servers:
+        state = Text("connected" if server.get("connected") else "not connected",
+                     style="green" if server.get("connected") else "yellow")
+        head = Text.assemble(f"{server['server']} ", (f"({server['type']}) ", "dim"), state)
+        tools = Text()
+        for tool in server.get("tools", []):  # one per line: name, then its effect
+            idempotent = ", idempotent" if tool.get("idempotent") else ""
+            style = "cyan" if tool["effect"] == "read" else "magenta"
+            tools.append("\n" if tools else "")
+            tools.append(f"{tool['name']} ")
+            tools.append(f"{tool['effect']}{idempotent}", style=style)
+        table.add_row(head, tools or Text("no tools listed yet", style="dim"))
+    return Group(Text("MCP servers", style="bold underline"), table, Text(""), syntax)
 
 
 # -- a DataTable updated by diff -----------------------------------------------------------

@@ -280,4 +280,4 @@ def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     if type(exc).__name__ in ("ConnectError", "ConnectTimeout"):
         return f"connection refused or unreachable ({text})"
-    return text if isinstance(exc, McpServerError) else f"{type(exc).__name__}: {text}"
+    return text if isinstance(exc, McpServerError | ValueError) else f"{type(exc).__name__}: {text}"

@@ -193,4 +193,24 @@ class McpToolbox:
         return rows
 
 
-__all__ = ["McpServerError", "McpTool", "McpToolFailed", "McpToolbox", "effect_of"]
+async def probe_servers(servers: Mapping[str, StdioServerConfig | HttpServerConfig], *,
+                        base_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Connect each server on its own, list its tools, and close it again: what a check
+    before deploying wants to know. A failure is reported in its row, not raised."""
+    rows: list[dict[str, Any]] = []
+    for name, config in servers.items():
+        toolbox = McpToolbox({name: config}, base_dir=base_dir)
+        try:
+            await toolbox.connect(set())
+            rows.extend(toolbox.describe())
+        except McpServerError as exc:
+            rows.append({"server": name, "type": config.type, "connected": False,
+                         "error": str(exc), "tools": []})
+        finally:
+            await toolbox.close()
+            toolbox.release()
+    return rows
+
+
+__all__ = ["McpServerError", "McpTool", "McpToolFailed", "McpToolbox", "effect_of",
+           "probe_servers"]

@@ -1,7 +1,8 @@
 """A runtime in a subprocess, for the SIGKILL tests.
 
 It opens (and recovers) one journaled process whose write tool appends to an outside ledger
-file with its idempotency key (a Python tool, or with --mcp a tool of an MCP stdio server), injects new events (printing ``ACK <id>`` once each is
+file with its idempotency key (a Python tool, or with --mcp a tool of an MCP stdio server),
+injects new events (printing ``ACK <id>`` once each is
 acknowledged), optionally reconciles runs left waiting by checking the ledger (what a
 connector-specific reconciliation would do), and reports ``IDLE <json>`` when everything has run.
 """

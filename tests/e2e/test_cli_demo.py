@@ -25,7 +25,7 @@ def test_demo_runs_headless_and_stops_cleanly(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     processes = json.loads(result.stdout)["processes"]
     assert set(processes) == {"health-checker", "alert-handler", "demo-feeder",
-                              "invoice-watcher", "flaky-deployer", "looper"}
+                              "invoice-watcher", "flaky-deployer", "looper", "changelog"}
     assert {p["state"] for p in processes.values()} == {"stopped"}
     assert all(p["journal_enabled"] for p in processes.values())
     assert processes["health-checker"]["invocation_count"] >= 2
@@ -33,6 +33,9 @@ def test_demo_runs_headless_and_stops_cleanly(tmp_path: Path) -> None:
     # the feeder's invoice reached the watcher through a real file and was booked
     assert processes["invoice-watcher"]["invocation_count"] >= 1
     assert (tmp_path / "demo" / "ledger.txt").read_text().count("invoice-0001.json") == 1
+    # the deploy request reached the changelog writer, whose MCP stdio server wrote the line
+    assert processes["changelog"]["invocation_count"] >= 1
+    assert "- build 1: deploy requested <!-- " in (tmp_path / "demo" / "changelog.md").read_text()
     # the flaky deployer's broken build failed and was retried, then dead-lettered
     assert processes["flaky-deployer"]["dead_letter_count"] >= 1
     assert "model-call budget" in processes["looper"]["last_outcome"]

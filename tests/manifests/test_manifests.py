@@ -55,6 +55,13 @@ BROKEN = [
      "PROMPTUI_SURELY_UNSET_VAR is not set"),
     ("name: a\nconfig:\n  model: echo\n", 3, 3, "config.model", "at the top level"),
     ("name: a\njournal: {level: sometimes}\n", 2, 18, "journal.level", "Input should be"),
+    ("name: a\nservers:\n  gh: {type: stdio, command: no-such-mcp-server-xyz}\n", 3, 7,
+     "servers.gh", "is not an executable file and is not on PATH"),
+    ("name: a\nservers:\n  api:\n    type: http\n    url: ftp://example.com\n", 4, 5,
+     "servers.api", "must be http:// or https://"),
+    ("name: a\nservers:\n  x:\n    command: python\n    argz: [a]\n", 5, 5,
+     "servers.x.argz", "a stdio server takes: timeout, tool_prefix, type, command, args"),
+    ("name: a\nservers:\n  x: {type: smtp}\n", 3, 6, "servers.x", "'stdio', 'http'"),
 ]
 
 
@@ -81,9 +88,45 @@ def test_env_substitution_with_defaults(monkeypatch: pytest.MonkeyPatch) -> None
     assert trigger.webhook_port == 9999 and trigger.webhook_path == "/hooks"
 
 
-def test_not_yet_applied_sections_are_warnings() -> None:
-    manifest = parse_manifest("name: a\nservers: {tools: {}}\n", Path("a.agent"))
-    assert any("'servers' is accepted but not applied yet" in w for w in manifest.warnings)
+def test_server_entries_keep_credentials_as_references(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROMPTUI_TEST_TOKEN", "tok-123")
+    monkeypatch.delenv("PROMPTUI_TEST_UNSET", raising=False)
+    (tmp_path / "server.py").write_text("")
+    manifest = parse_manifest(
+        "name: a\nservers:\n"
+        "  local:\n    command: python\n    args: ['${MANIFEST_DIR}/server.py']\n"
+        "    env: {TOKEN: '${PROMPTUI_TEST_TOKEN}'}\n"
+        "  remote:\n    url: https://mcp.example.com/mcp\n"
+        "    bearer_token: ${PROMPTUI_TEST_UNSET}\n"
+        "    headers: {X-Key: '${PROMPTUI_TEST_TOKEN}'}\n", tmp_path / "a.agent")
+    local, remote = manifest.config.servers["local"], manifest.config.servers["remote"]
+    assert local.type == "stdio" and remote.type == "http"  # the shape gave the type
+    assert local.args == [f"{tmp_path.resolve()}/server.py"]  # ${MANIFEST_DIR}
+    # Credentials stay references, read when the server connects; an unset one is a warning.
+    assert local.env == {"TOKEN": "${PROMPTUI_TEST_TOKEN}"}
+    assert remote.bearer_token == "${PROMPTUI_TEST_UNSET}"
+    assert remote.headers == {"X-Key": "${PROMPTUI_TEST_TOKEN}"}
+    assert manifest.warnings == [f"{tmp_path / 'a.agent'}: servers.remote needs environment "
+                                 "variable PROMPTUI_TEST_UNSET, which is not set (it is read "
+                                 "when the server connects)"]
+
+
+def test_validate_connect_lists_each_servers_tools_and_effects(tmp_path: Path) -> None:
+    out = subprocess.run([*promptui_command(), "validate", "--connect",
+                          str(DEMO / "changelog.agent")],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ("connected servers.changelog (stdio): lookup_build (read), append_changelog "
+            "(write, idempotent), clear_changelog (write)") in out.stdout
+    broken = tmp_path / "broken.agent"
+    broken.write_text("name: broken\nservers:\n  quiet:\n    command: python\n"
+                      "    args: ['-c', 'import sys; sys.stderr.write(\"no config\\\\n\")']\n")
+    out = subprocess.run([*promptui_command(), "validate", "--connect", str(broken)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 1
+    assert "error servers.quiet: MCP server 'quiet' could not be connected" in out.stdout
+    assert "no config" in out.stdout
 
 
 def test_load_directory_reports_every_file(tmp_path: Path) -> None:

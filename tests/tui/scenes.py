@@ -145,8 +145,14 @@ DETAIL = ProcessDetail(
             "instructions": "Charge the nightly batch; never charge twice.",
             "triggers": [{"type": "cron", "cron_expression": "0 2 * * *"}],
             "journal": {"level": "checkpoint"}, "secrets": {"enabled": True, "secrets": {
-                "card_api": "${CARD_API_TOKEN}"}}},
+                "card_api": "${CARD_API_TOKEN}"}},
+            "servers": {"payments": {"type": "http", "url": "https://pay.internal/mcp",
+                                     "bearer_token": "${PAYMENTS_MCP_TOKEN}"}}},
     triggers=({"id": "nightly", "type": "cron", "active": True},),
+    servers=({"server": "payments", "type": "http", "connected": True, "connections": 1,
+              "tools": [{"name": "lookup_customer", "effect": "read", "idempotent": None},
+                        {"name": "charge_card", "effect": "write", "idempotent": True},
+                        {"name": "refund", "effect": "write", "idempotent": None}]},),
 )
 
 
@@ -250,7 +256,8 @@ class SceneControl:
     async def waiting_detail(self, name: str, run_id: str) -> dict[str, Any]:
         return {"run_id": run_id, "event_id": "e7", "reason": "unknown_write_outcome",
                 "tool": "charge_card", "args": {"customer": "c-1042", "amount": 49.0},
-                "step": 3, "idempotency_key": f"{run_id}:3"}
+                "step": 3, "idempotency_key": f"{run_id}:3", "mcp_server": "payments",
+                "idempotent": True}
 
     def _call(self, what: str, *args: Any) -> None:
         if self._read_only:

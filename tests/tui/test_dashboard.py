@@ -19,7 +19,7 @@ from runtime_core import AgentRuntime
 from runtime_core.control import LocalControl
 from tests.tui.conftest import until
 
-DEMO = ["alert-handler", "demo-feeder", "flaky-deployer", "health-checker",
+DEMO = ["alert-handler", "changelog", "demo-feeder", "flaky-deployer", "health-checker",
         "invoice-watcher", "looper"]
 
 
@@ -59,10 +59,10 @@ async def test_the_table_shows_every_demo_process_and_the_header_counts(
         demo_runtime: AgentRuntime) -> None:
     app = make_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.store.counts_by_state().get("running") == 6)
+        await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await until(pilot, lambda: rows(app) == DEMO and state_cell(app, "looper") != "")
         header = str(app.screen.query_one(StatusHeader).render())
-        assert "6 running" in header and "ev/s" in header and "queued" in header
+        assert "7 running" in header and "ev/s" in header and "queued" in header
         await pilot.press("q")
     assert all(p.state.value == "stopped" for p in demo_runtime.processes.values())
 
@@ -71,7 +71,7 @@ async def test_stop_asks_first_with_cancel_focused_then_start(
         demo_runtime: AgentRuntime) -> None:
     app = make_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.store.counts_by_state().get("running") == 6)
+        await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "health-checker")
         await pilot.press("s")
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
@@ -92,7 +92,7 @@ async def test_stop_asks_first_with_cancel_focused_then_start(
 async def test_suspend_and_resume(demo_runtime: AgentRuntime) -> None:
     app = make_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.store.counts_by_state().get("running") == 6)
+        await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "demo-feeder")
         await pilot.press("p")
         await until(pilot, lambda: state_cell(app, "demo-feeder") == "suspended*")
@@ -105,7 +105,7 @@ async def test_suspend_and_resume(demo_runtime: AgentRuntime) -> None:
 async def test_inject_validates_the_json_before_sending(demo_runtime: AgentRuntime) -> None:
     app = make_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.store.counts_by_state().get("running") == 6)
+        await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "alert-handler")
         before = demo_runtime.get_process("alert-handler").invocation_count
         await pilot.press("i")
@@ -129,7 +129,7 @@ async def test_restart_confirms_then_restarts(demo_runtime: AgentRuntime) -> Non
     app = make_app(demo_runtime)
     transitions: list[str] = []
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.store.counts_by_state().get("running") == 6)
+        await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         process = demo_runtime.get_process("invoice-watcher")
         process.notifier.add_callback(
             lambda e: transitions.append(e.to_dict().get("to_state", ""))
@@ -247,7 +247,7 @@ async def test_t_cycles_the_themes(demo_runtime: AgentRuntime) -> None:
 async def test_read_only_refuses_every_mutating_key(demo_runtime: AgentRuntime) -> None:
     app = make_app(demo_runtime, read_only=True)
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.store.counts_by_state().get("running") == 6)
+        await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "demo-feeder")
         for key in ("s", "p", "i", "ctrl+r"):
             await pilot.press(key)
@@ -284,7 +284,7 @@ async def test_quit_stops_the_runtime_and_keeps_the_queue_in_the_journal(
         demo_runtime: AgentRuntime) -> None:
     app = make_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: app.store.counts_by_state().get("running") == 6)
+        await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await pilot.press("q")
     assert app._closed
     assert all(p.state.value == "stopped" for p in demo_runtime.processes.values())
