@@ -364,3 +364,33 @@ async def test_an_openai_model_drives_mcp_tools_with_budget_and_health(
         assert status["health"]["anomaly_count"] == 1
     finally:
         await process.close()
+
+
+async def test_the_demo_server_over_streamable_http(tmp_path: Path) -> None:
+    env = {**os.environ, "PROMPTUI_DEMO_DIR": str(tmp_path)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(DEMO_SERVER), "--http", "--port", "0", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    assert proc.stdout is not None
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), CONNECT)).decode()
+        assert line.startswith("LISTENING http://127.0.0.1:"), line
+        process = AgentProcess("p", ProcessConfig(
+            model=scripted({"tool_calls": [{"name": "append_changelog",
+                                            "args": {"build": 3, "line": "over http"}}]},
+                           {"reply": "ok"}),
+            servers={"demo": {"type": "http", "url": line.split()[1]}}))
+        await process.start()
+        try:
+            tools = {t["name"]: t["effect"] for t in process.status()["servers"][0]["tools"]}
+            assert tools == {"lookup_build": "read", "append_changelog": "write",
+                             "clear_changelog": "write"}
+            await process.inject(TriggerEvent("t", "manual", {}))
+            await wait_for(lambda: process.invocation_count == 1, 20)
+            assert process.recent_runs()[-1].state.value == "succeeded"
+            assert "- build 3: over http <!-- " in (tmp_path / "changelog.md").read_text()
+        finally:
+            await process.close()
+    finally:
+        proc.terminate()
+        await proc.wait()
