@@ -313,7 +313,12 @@ class LocalControl:
         waiting = process.waiting_runs()
         waiting_ids = {r.run_id for r in waiting}
         finished = [r for r in reversed(process.recent_runs()) if r.run_id not in waiting_ids]
-        runs = tuple(_run_view(r) for r in [*waiting, *process.active_runs(), *finished])
+        # A reconciled run sits in the queue before it continues: listed, so it never vanishes.
+        listed = [*waiting, *process.resuming_runs(), *process.active_runs(), *finished]
+        unique: dict[str, Run] = {}
+        for run in listed:  # the first listing of a run wins
+            unique.setdefault(run.run_id, run)
+        runs = tuple(_run_view(r) for r in unique.values())
         queued = tuple(QueuedEventView(e.event_id, e.trigger_type, e.trigger_id,
                                        e.timestamp.timestamp(), redact(preview(e.payload)))
                        for e in process.queued_events())

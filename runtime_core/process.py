@@ -249,6 +249,10 @@ class AgentProcess:
     def active_runs(self) -> list[Run]:
         return list(self._inflight.values())
 
+    def resuming_runs(self) -> list[Run]:
+        """Runs recovered or reconciled that wait in the queue to continue where they stopped."""
+        return [recovered.run for recovered in self._resume.values()]
+
     def queued_events(self) -> list[TriggerEvent]:
         return self._delivery.queued_events()
 
