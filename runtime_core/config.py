@@ -16,6 +16,7 @@ from pydantic import (
 
 from runtime_core.agent.mcp_config import ServerConfig, normalise_server_entries
 from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec, check_model_setting
+from runtime_core.completion import ProfileConfig
 from runtime_core.governance.budget import BudgetConfig
 from runtime_core.governance.health import HealthConfig
 from runtime_core.governance.inbox import InboxConfig
@@ -196,6 +197,7 @@ class ProcessConfig(StrictModel):
     secrets: SecretScopeConfig = Field(default_factory=SecretScopeConfig)
     inbox: InboxConfig = Field(default_factory=InboxConfig)
     mission: MissionConfig = Field(default_factory=MissionConfig)
+    profile: ProfileConfig | None = None  # the versioned profile and its completion contract
 
     @field_validator("model")
     @classmethod

@@ -98,6 +98,9 @@ class RunView:
     waiting_reason: str
     write_in_flight: str
     steps: tuple[StepView, ...] = ()
+    identity: dict[str, Any] = field(default_factory=dict)  # profile, goal, policy, digest...
+    config_changed: str = ""  # "started -> now" digests when resumed under another config
+    missing_evidence: str = ""  # why the completion evaluator is not satisfied yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +240,9 @@ def _run_view(run: Run) -> RunView:
     return RunView(run.run_id, run.event.event_id, run.event.trigger_type, run.state.value,
                    run.reason, run.error, run.reply, run.attempt, run.started_at,
                    run.finished_at, run.waiting_reason, run.write_in_flight,
-                   tuple(_step_view(s) for s in run.steps))
+                   tuple(_step_view(s) for s in run.steps),
+                   run.identity.to_dict() if run.identity is not None else {},
+                   run.config_changed, run.missing_evidence)
 
 
 class LocalControl:
@@ -490,7 +495,8 @@ def redact_any(value: Any, redact: Any) -> Any:
 def redact_run(run: RunView, redact: Any) -> RunView:
     from dataclasses import replace
 
-    return replace(run, reply=redact(run.reply), error=redact(run.error), steps=tuple(
+    return replace(run, reply=redact(run.reply), error=redact(run.error),
+                   identity=redact_any(run.identity, redact), steps=tuple(
         replace(s, args=redact_any(s.args, redact), result=redact(s.result))
         for s in run.steps))
 

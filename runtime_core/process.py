@@ -12,7 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from runtime_core import crashpoints
+from runtime_core import crashpoints, evidence
 from runtime_core.agent.factory import build_model, build_model_from, build_tools
 from runtime_core.agent.mcp_config import check_server
 from runtime_core.agent.mcp_tools import McpToolbox
@@ -54,6 +54,7 @@ from runtime_core.governance.mission import Mission, MissionEvaluation
 from runtime_core.governance.mission_judge import build_evidence, judge
 from runtime_core.governance.payload_scan import scan_payload
 from runtime_core.governance.secrets import SecretScope
+from runtime_core.journal.entry import EntryType
 from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.journal.recorder import ProcessRecorder
@@ -62,7 +63,8 @@ from runtime_core.journal.sqlite import DamagedJournal
 from runtime_core.lifecycle import ProcessLifecycle, ProcessState, ProcessTransition, StateError
 from runtime_core.recovery import RecoveredRun, recover_process
 from runtime_core.rewinding import ProcessRewinder
-from runtime_core.runs import ResumePoint, Run, RunExecutor, RunState
+from runtime_core.run_identity import ProfileStamp, profile_stamp
+from runtime_core.runs import ResumePoint, Run, RunExecutor, RunState, render_event_message
 from runtime_core.trigger_set import TriggerSet
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
 from runtime_core.waiting import WaitingRuns
@@ -137,6 +139,7 @@ class AgentProcess:
         )
         self._instructions = self.config.instructions
         self._executor: RunExecutor | None = None
+        self._stamp: ProfileStamp | None = None  # profile, policy, config digest, budget
         self._lock = asyncio.Lock()
 
         self._invocation_count = 0
@@ -551,6 +554,8 @@ class AgentProcess:
             tools: dict[str, AgentTool] = dict(build_tools(self.config, self._extra_tools))
             if self._toolbox is not None:  # connected before any trigger can start a run
                 tools.update(await self._toolbox.connect(set(tools)))
+            self._stamp = profile_stamp(self.name, self.config, tools)
+            self._flag_config_changes()
             self._executor = RunExecutor(
                 process=self.name,
                 model=model,
@@ -570,6 +575,7 @@ class AgentProcess:
                 hooks=self._tool_hooks,
                 inbox_block=self._inbox.prompt_block if self._inbox is not None else None,
                 mission_line=self._mission.prompt_line if self._mission is not None else None,
+                completion=self.config.profile.completion if self.config.profile else None,
             )
             await self._triggers.start_all()
         except asyncio.CancelledError:
@@ -716,8 +722,11 @@ class AgentProcess:
                     self._delivery.dead_letter(event, DeadLetterReason.BLOCKED_BY_HOOK,
                                                verdict.reason, attempt)
                     return
+            if self._stamp is not None:  # frozen now: what this run executes
+                run.identity = self._stamp.for_goal(render_event_message(event))
             if self._recorder is not None:
-                self._recorder.run_started(run.run_id, event.event_id, attempt)
+                self._recorder.run_started(run.run_id, event.event_id, attempt,
+                                           run.identity.to_dict() if run.identity else None)
         self._inflight[run.run_id] = run
         self._last_activity = self._clock.monotonic()
         if self._health is not None:
@@ -737,6 +746,9 @@ class AgentProcess:
             self._delivery.dead_letter(event, self._delivery.cancel_reason, error, run.attempt)
             self._run_done(run)
             raise
+        if run.state is RunState.WAITING:  # a final reply without its completion evidence
+            await self._park_for_evidence(run)
+            return
         succeeded = run.state is RunState.SUCCEEDED
         self._record_run_end(run, event_done=succeeded)
         if crashpoints.armed("run_end") and self._recorder is not None:
@@ -762,6 +774,36 @@ class AgentProcess:
             await self._hook(HookEvent.RUN_END, {"run_id": run.run_id, "state": run.state.value,
                                                  "reason": run.reason, "reply": run.reply})
         self._checkpoint_soon()
+
+    async def _park_for_evidence(self, run: Run) -> None:
+        """The run waits for an operator: its event stays accepted, nothing is retried."""
+        if self._recorder is not None:
+            try:
+                await self._recorder.run_waiting(run.run_id, run.last_step, "",
+                                                 run.waiting_reason, **evidence.waiting_entry(run))
+            except JournalError:
+                log.critical("process %s: could not journal that run %s waits for evidence",
+                             self.name, run.run_id, exc_info=True)
+        self._inflight.pop(run.run_id, None)
+        self._waiting.add(evidence.parked(run))
+        self._checkpoint_soon()
+
+    def _flag_config_changes(self) -> None:
+        """A run resumed under another configuration than it started with is marked, so the
+        operator sees it; it is never continued silently."""
+        assert self._stamp is not None
+        runs = [*self.resuming_runs(), *self._waiting.runs()]
+        for run in runs:
+            started = run.identity.config_digest if run.identity else ""
+            if started and started != self._stamp.config_digest and not run.config_changed:
+                run.config_changed = f"{started} -> {self._stamp.config_digest}"
+                log.warning("process %s: run %s started under configuration %s and resumes "
+                            "under %s", self.name, run.run_id, started,
+                            self._stamp.config_digest)
+                if self._recorder is not None:
+                    self._recorder.submit(EntryType.CONFIG_CHANGED, {
+                        "started_under": started, "resumed_under": self._stamp.config_digest},
+                        run_id=run.run_id)
 
     async def _feed_health(self, run: Run) -> None:
         assert self._health is not None
@@ -1050,12 +1092,67 @@ class AgentProcess:
 
         ``applied``: the model sees ``result`` as the tool's output. ``not_applied``: the model
         sees that it did not happen. ``failed``: the run fails with that reason."""
+        if self._waiting.get(run_id).rebuild.waiting_evidence:
+            raise ValueError(f"run {run_id} waits for completion evidence, not for a write to "
+                             "be reconciled: supply_evidence(), return_to_model() or "
+                             "fail_waiting_run()")
         decision = self._waiting.decision(run_id, outcome, result, note, actor)
         assert self._recorder is not None  # only a journaled process has waiting runs
         await self._recorder.reconciled(run_id, decision)
         settled = self._waiting.settle(run_id, decision)
         if outcome == "failed":
             self._finish_reconciled_failure(settled)
+            self._checkpoint_soon()
+            return
+        self._resume[settled.run.event.event_id] = settled
+        if not self._delivery.offer(settled.run.event):
+            self._resume.pop(settled.run.event.event_id, None)
+
+    # -- runs waiting for completion evidence (runtime_core/evidence.py) -------------------------
+    async def supply_evidence(self, run_id: str, evidence_data: Any, *,
+                              kind: str = "verification", links: list[str] | None = None,
+                              note: str = "", actor: str = "operator") -> None:
+        """Evidence for the run's latest action (``links`` defaults to it; evidence for an
+        earlier action is refused as stale). The run is judged again: it succeeds if the
+        evaluator is now satisfied, else it waits again with what is still missing."""
+        waiting = self._evidence_wait(run_id)
+        await self._answer(waiting, evidence.supplied(waiting, evidence_data, kind=kind,
+                                                      links=links, note=note, actor=actor))
+
+    async def return_to_model(self, run_id: str, note: str, *, actor: str = "operator") -> None:
+        """Send the reply back to the model with a note; the run goes on from there."""
+        await self._answer(self._evidence_wait(run_id), evidence.returned(note, actor))
+
+    async def fail_waiting_run(self, run_id: str, note: str = "", *,
+                               actor: str = "operator") -> None:
+        """End a run waiting for evidence as failed (reason ``operator``)."""
+        await self._answer(self._evidence_wait(run_id), evidence.failed(note, actor))
+
+    def _evidence_wait(self, run_id: str) -> RecoveredRun:
+        finished = next((r for r in self._recent_runs if r.run_id == run_id), None)
+        if finished is not None:  # a terminal run is returned as it is, never reopened
+            raise ValueError(f"run {run_id} is {finished.state.value}: a finished run is never "
+                             "reopened")
+        waiting = self._waiting.get(run_id)
+        if not waiting.rebuild.waiting_evidence:
+            raise ValueError(f"run {run_id} waits for a write to be reconciled, not for "
+                             "evidence: use reconcile()")
+        return waiting
+
+    async def _answer(self, waiting: RecoveredRun, decision: evidence.EvidenceDecision) -> None:
+        run_id = waiting.run.run_id
+        if self._recorder is not None:
+            await self._recorder.evidence(run_id, decision.data)
+        self._waiting.pop(run_id)
+        settled = evidence.apply(waiting, decision)
+        if decision.data["action"] == "failed":
+            run = settled.run
+            run.state = RunState.FAILED
+            run.reason = "operator"
+            run.error = f"an operator failed the run: {settled.rebuild.failed_by_operator}"
+            self._record_run_end(run, event_done=True)
+            self._delivery.succeeded(run.event)  # settled by the operator: not a dead letter
+            self._recent_runs.append(run)
             self._checkpoint_soon()
             return
         self._resume[settled.run.event.event_id] = settled

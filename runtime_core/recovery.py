@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from runtime_core.completion import MISSING_COMPLETION_EVIDENCE, Artifact
 from runtime_core.delivery import DeadLetter
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.recorder import ProcessRecorder
 from runtime_core.journal.replay import ReplayEngine, RunRebuild, rebuild_run
+from runtime_core.run_identity import RunIdentity
 from runtime_core.runs import ResumePoint, Run, RunState
 from runtime_core.triggers.base import TriggerEvent
 
@@ -30,7 +32,8 @@ class RecoveredRun:
     def resume_point(self) -> ResumePoint:
         r = self.rebuild
         return ResumePoint(list(r.history), r.step, r.model_calls, r.tool_calls,
-                           r.output_chars, list(r.remaining))
+                           r.output_chars, list(r.remaining),
+                           [Artifact.from_dict(a) for a in r.artifacts], r.final_reply)
 
 
 @dataclass(slots=True)
@@ -74,12 +77,21 @@ async def recover_process(
         entries = await journal.read(ReadFilter(process=name, run_id=open_run.run_id))
         rebuild = rebuild_run(entries)
         run = Run(name, event, open_run.attempt, run_id=open_run.run_id)
+        if rebuild.identity is not None:
+            run.identity = RunIdentity.from_dict(rebuild.identity)
+        run.artifacts = [Artifact.from_dict(a) for a in rebuild.artifacts]
         recovered = RecoveredRun(run, rebuild)
         for step, call in rebuild.interrupted:
             recorder.tool_interrupted(run.run_id, step, call.call_id, call.name)
         if rebuild.failed_by_operator is not None:
             run.state = RunState.FAILED
             recovery.failed.append(recovered)
+        elif rebuild.waiting_evidence:  # its final reply still lacks the evidence it needs
+            run.state = RunState.WAITING
+            run.waiting_reason = MISSING_COMPLETION_EVIDENCE
+            run.reply = rebuild.final_reply or ""
+            run.missing_evidence = rebuild.missing
+            recovery.waiting[run.run_id] = recovered
         elif rebuild.unknown is not None:
             run.state = RunState.WAITING
             run.waiting_reason = UNKNOWN_WRITE_OUTCOME

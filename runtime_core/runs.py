@@ -22,6 +22,15 @@ from runtime_core import crashpoints
 from runtime_core.agent.model import Model, ModelRequest, ModelTurn, ToolCall, ToolSpec
 from runtime_core.agent.tools import AgentTool, ToolContext
 from runtime_core.bus import EventBus, MessageBroker
+from runtime_core.completion import (
+    MISSING_COMPLETION_EVIDENCE,
+    Artifact,
+    CompletionConfig,
+    CompletionEvidence,
+    Verifier,
+    evaluate,
+    resolve_evaluator,
+)
 from runtime_core.config import RunBudgetConfig
 from runtime_core.context import AgentContext, ConversationBuffer, Message
 from runtime_core.events import EventNotifier, RunStep
@@ -35,6 +44,7 @@ if TYPE_CHECKING:
     from runtime_core.governance.health_actions import HealthKeeper
     from runtime_core.governance.secrets import SecretScope
     from runtime_core.journal.recorder import ProcessRecorder
+    from runtime_core.run_identity import RunIdentity
 
 
 class RunState(str, enum.Enum):
@@ -97,6 +107,12 @@ class Run:
     messages: list[Message] = field(default_factory=list)  # what it added to the conversation
     waiting_reason: str = ""
     write_in_flight: str = ""  # "tool (idempotency key)" while a write tool runs
+    identity: RunIdentity | None = None  # frozen when the run starts
+    config_changed: str = ""  # "old -> new" digest when resumed under another configuration
+    artifacts: list[Artifact] = field(default_factory=list)  # completion evidence, step order
+    missing_evidence: str = ""  # why the completion evaluator is not satisfied yet
+    pending: ResumePoint | None = None  # where a run waiting for evidence would continue
+    last_step: int = 0
 
     @property
     def duration_ms(self) -> float:
@@ -134,6 +150,9 @@ class ResumePoint:
     tool_calls: int
     output_chars: int
     remaining: list[ToolCall]
+    artifacts: list[Artifact] = field(default_factory=list)
+    final_reply: str | None = None  # the reply that waited for evidence
+    note: str | None = None  # an operator's note sending that reply back to the model
 
 
 class RunFailure(Exception):
@@ -209,7 +228,12 @@ class RunExecutor:
         hooks: HookDispatch | None = None,
         inbox_block: Callable[[], str | None] | None = None,
         mission_line: Callable[[], str] | None = None,
+        completion: CompletionConfig | None = None,
     ) -> None:
+        # No profile: any final response completes the run, as before there were contracts.
+        self.completion = completion or CompletionConfig(evaluator="final_reply")
+        self.evaluator = resolve_evaluator(self.completion.evaluator)
+        self.verifier = Verifier(list(self.completion.verifications))
         self.mission_line = mission_line
         self.inbox_block = inbox_block
         self.hooks = hooks
@@ -245,7 +269,8 @@ class RunExecutor:
                 )
             )
 
-    def _initial_messages(self, event: TriggerEvent) -> tuple[list[Message], Message]:
+    def _initial_messages(self, event: TriggerEvent, goal: str | None = None
+                          ) -> tuple[list[Message], Message]:
         messages: list[Message] = []
         instructions = self.instructions()
         if instructions:
@@ -263,7 +288,8 @@ class RunExecutor:
             if block:
                 messages.append({"role": "system", "content": block})
         messages.extend(self.conversation.messages())
-        user = {"role": "user", "content": render_event_message(event)}
+        # The goal frozen in the run's identity is exactly what the model is given.
+        user = {"role": "user", "content": goal or render_event_message(event)}
         messages.append(user)
         return messages, user
 
@@ -276,9 +302,12 @@ class RunExecutor:
         run.state = RunState.RUNNING
         run.started_at = time.time()
         started = loop.time()
-        messages, user_message = self._initial_messages(run.event)
+        messages, user_message = self._initial_messages(
+            run.event, run.identity.goal if run.identity is not None else None)
+        base = len(messages)
         step = 0
         remaining: list[ToolCall] = []
+        final: str | None = None
         if resume is not None:
             messages.extend(resume.history)
             step = resume.step
@@ -286,8 +315,16 @@ class RunExecutor:
             run.tool_calls = resume.tool_calls
             run.output_chars = resume.output_chars
             remaining = list(resume.remaining)
+            run.artifacts = list(resume.artifacts)
+            if resume.final_reply is not None and resume.note is None:
+                final = resume.final_reply  # evidence was supplied: judge the reply again
+            elif resume.final_reply is not None:  # sent back to the model with a note
+                messages.append({"role": "assistant", "content": resume.final_reply})
+                messages.append({"role": "user", "content": f"[Operator] {resume.note}"})
+        run.last_step = step
         try:
-            reply = await self._loop(run, messages, started, step, remaining)
+            reply = final if final is not None else await self._loop(
+                run, messages, started, step, remaining)
         except asyncio.CancelledError:
             run.state = RunState.CANCELLED
             run.reason = "cancelled"
@@ -299,8 +336,21 @@ class RunExecutor:
             run.reason = failure.reason.value
             run.error = self._redact(str(failure))
         else:
+            reply = self._redact(reply)
+            verdict = evaluate(self.evaluator, CompletionEvidence(
+                run.run_id, reply, tuple(run.artifacts), self.completion))
+            if not verdict.satisfied:  # a final reply is not success without its evidence
+                run.state = RunState.WAITING
+                run.waiting_reason = MISSING_COMPLETION_EVIDENCE
+                run.missing_evidence = verdict.missing
+                run.reply = reply
+                run.pending = ResumePoint(messages[base:], run.last_step, run.model_calls,
+                                          run.tool_calls, run.output_chars, [],
+                                          list(run.artifacts), final_reply=reply)
+                return run
             run.state = RunState.SUCCEEDED
-            run.reply = reply = self._redact(reply)
+            run.reply = reply
+            run.missing_evidence = ""
             run.messages = [user_message, {"role": "assistant", "content": reply}]
             self.conversation.commit(run.messages)
         run.finished_at = time.time()
@@ -329,6 +379,7 @@ class RunExecutor:
         budget = self.budget
         for call in remaining:
             step += 1
+            run.last_step = step
             observation = await self._run_tool(run, call, step, started)
             messages.append(_tool_message(call, observation))
         while True:
@@ -346,6 +397,7 @@ class RunExecutor:
             turn = await self._call_model(request, started)
             run.model_calls += 1
             step += 1
+            run.last_step = step
             if self.recorder is not None:
                 try:  # usage is journaled before the history it produced
                     self.recorder.model_turn(run.run_id, step, run.model_calls - 1, turn,
@@ -375,6 +427,7 @@ class RunExecutor:
             messages.append(assistant_tool_message(turn.reply, turn.tool_calls))
             for call in turn.tool_calls:
                 step += 1
+                run.last_step = step
                 observation = await self._run_tool(run, call, step, started)
                 messages.append(_tool_message(call, observation))
 
@@ -475,13 +528,16 @@ class RunExecutor:
                 text = f"error: context key {key!r} is not writable"
                 updates = {}
                 break
+        artifacts = self._artifacts(run, step, call, tool.effect, ctx, text) if ok else []
         if recorder is not None:
-            try:  # result and context updates in one entry
+            try:  # result, context updates and the artifacts it produced in one entry
                 await recorder.tool_result(run.run_id, step, call, tool.effect,
-                                           _observation(text), ok, updates)
+                                           _observation(text), ok, updates,
+                                           [a.to_dict() for a in artifacts])
             except JournalError as exc:
                 raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
             crashpoints.reached("tool_result")
+        run.artifacts.extend(artifacts)
         for key, value in updates.items():
             self.context.put(key, value, source=f"tool:{call.name}", record=False)
         if self.hooks is not None:
@@ -501,6 +557,26 @@ class RunExecutor:
         run.steps.append(record)
         self._emit_step(run, record)
         return record.result
+
+    def _artifacts(self, run: Run, step: int, call: ToolCall, effect: str, ctx: ToolContext,
+                   text: str) -> list[Artifact]:
+        """The evidence a successful tool call produced: what it declared, an ``action`` for a
+        write (its id is the idempotency key), and verifications the profile's rules make."""
+        made = [Artifact(f"{run.run_id}:{step}:a{n}", kind, step, call.name,
+                         self._redact_data(data), tuple(links))
+                for n, (kind, data, links) in enumerate(ctx.artifacts)]
+        if effect == "write":
+            made.append(Artifact(ctx.idempotency_key, "action", step, call.name,
+                                 self._redact_data({"args": call.args})))
+        elif self.verifier:
+            made.extend(self.verifier.artifacts_for(run.run_id, step, call.name, text,
+                                                    run.artifacts))
+        return made
+
+    def _redact_data(self, data: Any) -> Any:
+        if self.secrets is None:
+            return data
+        return json.loads(self.secrets.redact(json.dumps(data, default=str)))
 
     def _deliver_outbox(self, ctx: ToolContext) -> None:
         """Bus events and broker messages a tool sent: delivered only if the tool succeeded."""

@@ -37,6 +37,9 @@ class WaitingRuns:
     def runs(self) -> list[Run]:
         return [w.run for w in self._runs.values()]
 
+    def pop(self, run_id: str) -> RecoveredRun:
+        return self._runs.pop(run_id)
+
     def get(self, run_id: str) -> RecoveredRun:
         waiting = self._runs.get(run_id)
         if waiting is None:
@@ -46,8 +49,13 @@ class WaitingRuns:
         return waiting
 
     def detail(self, run_id: str) -> dict[str, Any]:
-        """What an operator needs to decide: the tool, its arguments and idempotency key."""
+        """What an operator needs to decide: the tool, its arguments and idempotency key (or,
+        for a reply waiting for evidence, what is missing and the artifacts so far)."""
         waiting = self.get(run_id)
+        if waiting.rebuild.waiting_evidence:
+            from runtime_core.evidence import evidence_detail
+
+            return evidence_detail(waiting)
         unknown = waiting.rebuild.unknown
         return {
             "run_id": run_id,

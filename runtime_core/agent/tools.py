@@ -40,6 +40,7 @@ class ToolContext:
     outbox: list[tuple[str, str, Any]] = field(default_factory=list)
     secrets: Callable[[str], str] | None = None
     secrets_used: list[str] = field(default_factory=list)
+    artifacts: list[tuple[str, Any, tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def idempotency_key(self) -> str:
@@ -61,6 +62,13 @@ class ToolContext:
         value = self.secrets(name)
         self.secrets_used.append(name)  # journaled (by name) once the tool is back on the loop
         return value
+
+    def artifact(self, kind: str, data: Any = None, links: tuple[str, ...] | list[str] = ()
+                 ) -> None:
+        """Declare completion evidence (e.g. ``"solution"``, or a ``"verification"`` linked to
+        an action's id, the idempotency key of the write it checks). Journaled with the tool's
+        result, in the same entry, once the tool returns successfully."""
+        self.artifacts.append((kind, data, tuple(links)))
 
     def emit(self, event_type: str, data: Any = None) -> None:
         """Emit on the runtime's event bus (``event`` triggers), once the tool has returned."""

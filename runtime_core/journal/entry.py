@@ -19,6 +19,8 @@ class EntryType:
     CONTEXT_UPDATE = "context_update"
     RUN_WAITING = "run_waiting"
     RECONCILED = "reconciled"
+    CONFIG_CHANGED = "config_changed"  # a run resumed under another configuration
+    EVIDENCE = "evidence"  # evidence supplied, or the reply sent back to the model, by an operator
     RUN_FINISHED = "run_finished"
     DEAD_LETTERED = "dead_lettered"
     REDELIVERED = "redelivered"

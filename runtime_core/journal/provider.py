@@ -133,11 +133,12 @@ class IndexRules:
             need(bool(entry.run_id), "a run_id")
             need(bool(data.get("event_id")), "data.event_id")
             ops.append(("run_open", (entry.run_id, data["event_id"], data.get("attempt", 1))))
-        elif kind in (EntryType.RUN_WAITING, EntryType.RECONCILED, EntryType.RUN_FINISHED):
+        elif kind in (EntryType.RUN_WAITING, EntryType.RECONCILED, EntryType.RUN_FINISHED,
+                      EntryType.EVIDENCE):
             need(bool(entry.run_id), "a run_id")
             if kind == EntryType.RUN_WAITING:
                 ops.append(("run_wait", entry.run_id))
-            elif kind == EntryType.RECONCILED:
+            elif kind in (EntryType.RECONCILED, EntryType.EVIDENCE):
                 ops.append(("run_resume", entry.run_id))
             else:
                 ops.append(("run_close", entry.run_id))

@@ -97,9 +97,12 @@ class ProcessRecorder:
         return self.submit(EntryType.CHECKPOINT, state)
 
     # -- runs (the RunRecorder protocol of runtime_core.runs) -------------------------------------
-    def run_started(self, run_id: str, event_id: str, attempt: int) -> None:
-        self.submit(EntryType.RUN_STARTED, {"event_id": event_id, "attempt": attempt},
-                    run_id=run_id)
+    def run_started(self, run_id: str, event_id: str, attempt: int,
+                    identity: dict[str, Any] | None = None) -> None:
+        data: dict[str, Any] = {"event_id": event_id, "attempt": attempt}
+        if identity is not None:
+            data["identity"] = identity
+        self.submit(EntryType.RUN_STARTED, data, run_id=run_id)
 
     def model_turn(self, run_id: str, step: int, turn_index: int, turn: ModelTurn,
                    prompt: list[Message] | None = None) -> None:
@@ -128,9 +131,12 @@ class ProcessRecorder:
             self.submit(EntryType.TOOL_INTENT, data, run_id=run_id)
 
     async def tool_result(self, run_id: str, step: int, call: ToolCall, effect: str,
-                          result: str, ok: bool, updates: dict[str, Any]) -> None:
-        data = {"step": step, "tool": call.name, "call_id": call.call_id, "ok": ok,
-                "result": result[:RESULT_LIMIT], "updates": updates}
+                          result: str, ok: bool, updates: dict[str, Any],
+                          artifacts: list[dict[str, Any]] | None = None) -> None:
+        data: dict[str, Any] = {"step": step, "tool": call.name, "call_id": call.call_id,
+                                "ok": ok, "result": result[:RESULT_LIMIT], "updates": updates}
+        if artifacts:
+            data["artifacts"] = artifacts
         if effect == "write":
             await self.append(EntryType.TOOL_RESULT, data, run_id=run_id)
         else:
@@ -145,9 +151,14 @@ class ProcessRecorder:
         self.submit(EntryType.TOOL_INTERRUPTED,
                     {"step": step, "call_id": call_id, "tool": tool}, run_id=run_id)
 
-    async def run_waiting(self, run_id: str, step: int, tool: str, reason: str) -> None:
-        await self.append(EntryType.RUN_WAITING, {"step": step, "tool": tool, "reason": reason},
-                          run_id=run_id)
+    async def run_waiting(self, run_id: str, step: int, tool: str, reason: str,
+                          **extra: Any) -> None:
+        await self.append(EntryType.RUN_WAITING,
+                          {"step": step, "tool": tool, "reason": reason, **extra}, run_id=run_id)
+
+    async def evidence(self, run_id: str, data: dict[str, Any]) -> None:
+        """An operator's decision on a run waiting for completion evidence (durable)."""
+        await self.append(EntryType.EVIDENCE, data, run_id=run_id)
 
     async def reconciled(self, run_id: str, data: dict[str, Any]) -> None:
         await self.append(EntryType.RECONCILED, data, run_id=run_id)

@@ -95,6 +95,25 @@ class RunRebuild:
     unknown: UnknownWrite | None = None
     interrupted: list[tuple[int, ToolCall]] = field(default_factory=list)
     failed_by_operator: str | None = None
+    identity: dict[str, Any] | None = None  # frozen at the run's start
+    artifacts: list[dict[str, Any]] = field(default_factory=list)  # completion evidence
+    final_reply: str | None = None  # a final reply that has not yet been accepted
+    waiting_evidence: bool = False  # parked until an operator answers
+    missing: str = ""  # what evidence the evaluator missed
+
+
+def apply_evidence(out: RunRebuild, data: dict[str, Any]) -> None:
+    """An operator's answer to a run waiting for evidence (the same live and in replay)."""
+    out.waiting_evidence = False
+    action = data.get("action")
+    if action == "supplied" and isinstance(data.get("artifact"), dict):
+        out.artifacts.append(dict(data["artifact"]))
+    elif action == "returned":  # the reply and the note join the history; the model goes on
+        out.history.append({"role": "assistant", "content": out.final_reply or ""})
+        out.history.append({"role": "user", "content": f"[Operator] {data.get('note', '')}"})
+        out.final_reply = None
+    elif action == "failed":
+        out.failed_by_operator = str(data.get("note") or "failed by an operator")
 
 
 def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
@@ -113,6 +132,14 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
     for entry in entries:
         d = entry.data
         kind = entry.entry_type
+        if kind == EntryType.RUN_STARTED and isinstance(d.get("identity"), dict):
+            out.identity = dict(d["identity"])
+        elif kind == EntryType.RUN_WAITING and d.get("reason") == "missing_completion_evidence":
+            out.final_reply = str(d.get("reply", ""))
+            out.missing = str(d.get("missing", ""))
+            out.waiting_evidence = True
+        elif kind == EntryType.EVIDENCE:
+            apply_evidence(out, d)
         if kind == EntryType.MODEL_USAGE:
             close_turn()
             out.model_calls += 1
@@ -140,6 +167,7 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
                 INTERRUPTED_READ)
             settled[d["call_id"]] = {"role": "tool", "tool_call_id": d["call_id"],
                                      "name": d.get("tool", ""), "content": content}
+            out.artifacts.extend(a for a in d.get("artifacts") or () if isinstance(a, dict))
         elif kind == EntryType.RECONCILED:
             if d.get("outcome") == "failed":
                 out.failed_by_operator = d.get("note") or "the write failed"

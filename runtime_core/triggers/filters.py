@@ -238,10 +238,11 @@ class _Source:
 
 # -- compiler --------------------------------------------------------------------------------------
 class _Compiler:
-    def __init__(self, source: _Source, *, over_state: bool = False) -> None:
+    def __init__(self, source: _Source, *, root: str | None = None) -> None:
         self.src = source
-        # Mission checks read the context state as ``state`` (carried in the event's payload).
-        self.over_state = over_state
+        # Mission checks read the context state as ``state``, completion rules a tool's
+        # ``result``: one root name, carried in the event's payload.
+        self.root = root
 
     def compile(self, node: ast.AST) -> _Eval:
         if isinstance(node, ast.Expression):
@@ -283,11 +284,13 @@ class _Compiler:
         if name in _CONSTANT_NAMES:
             constant = _CONSTANT_NAMES[name]
             return lambda _event: constant
-        if self.over_state:
-            if name == "state":
+        if self.root is not None:
+            if name == self.root:
                 return lambda event: event.payload
-            raise self.src.node_error(node, f"unknown name '{name}' (use state, e.g. "
-                                            "state.invoices_booked >= 10)")
+            example = "state.invoices_booked >= 10" if self.root == "state" else \
+                f"{self.root}.status == 'success'"
+            raise self.src.node_error(node, f"unknown name '{name}' (use {self.root}, e.g. "
+                                            f"{example})")
         if name == "payload":
             return lambda event: event.payload
         if name == "metadata":
@@ -442,7 +445,8 @@ def compile_state_check(expression: str) -> EventFilter:
     return compile_filter(expression, over_state=True)
 
 
-def compile_filter(expression: str, *, over_state: bool = False) -> EventFilter:
+def compile_filter(expression: str, *, over_state: bool = False, root: str | None = None
+                   ) -> EventFilter:
     """Check and compile ``expression``; raises :class:`FilterError` saying what and where."""
     src = _Source(expression)
     if len(expression) > MAX_LENGTH:
@@ -469,7 +473,8 @@ def compile_filter(expression: str, *, over_state: bool = False) -> EventFilter:
     count = sum(1 for _ in ast.walk(tree))
     if count > MAX_NODES:
         raise src.error(f"too complex ({count} syntax nodes; the limit is {MAX_NODES})")
-    return EventFilter(expression, _Compiler(src, over_state=over_state).compile(tree))
+    root = "state" if over_state else root
+    return EventFilter(expression, _Compiler(src, root=root).compile(tree))
 
 
 def _syntax_error(src: _Source, exc: SyntaxError) -> FilterError:
