@@ -196,6 +196,12 @@ class ControlPlane(Protocol):
     async def reconcile(self, name: str, run_id: str, outcome: str, *, result: Any = None,
                         note: str = "") -> None: ...
 
+    async def answer_evidence(self, name: str, run_id: str, action: str, *,
+                              evidence: Any = None, note: str = "") -> None:
+        """A run waiting for completion evidence: ``supplied`` (with ``evidence``),
+        ``returned`` (to the model, with ``note``) or ``failed``."""
+        ...
+
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
                               text: str = "", limit: int = 200) -> list[JournalEntryView]:
@@ -428,6 +434,22 @@ class LocalControl:
             raise ControlError(f"outcome {outcome!r} must be applied, not_applied or failed")
         try:
             await self._process(name).reconcile(run_id, outcome, result=result, note=note)
+        except (KeyError, ValueError) as exc:
+            raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+
+    async def answer_evidence(self, name: str, run_id: str, action: str, *,
+                              evidence: Any = None, note: str = "") -> None:
+        self._mutating("answer evidence")
+        process = self._process(name)
+        try:
+            if action == "supplied":
+                await process.supply_evidence(run_id, evidence, note=note)
+            elif action == "returned":
+                await process.return_to_model(run_id, note)
+            elif action == "failed":
+                await process.fail_waiting_run(run_id, note)
+            else:
+                raise ControlError(f"action {action!r} must be supplied, returned or failed")
         except (KeyError, ValueError) as exc:
             raise ControlError(str(exc.args[0] if exc.args else exc)) from None
 

@@ -44,6 +44,7 @@ MANIFEST_KEYS: dict[str, str] = {
     "budget": "autonomy budget: limits per run and per day",
     "health": "behavioral health: stuck, loop, empty replies, error rate",
     "mission": "a goal with a success check over the context state",
+    "profile": "{name, version, completion: {evaluator, actions, verifications}}",
     "secrets": "secrets for tools: {name: '${ENV_VAR}'}, never written anywhere",
     "inbox": "operator messages and questions (send_message, ask)",
 }
@@ -54,7 +55,7 @@ MANIFEST_DIR_VARIABLE = "MANIFEST_DIR"
 FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "tools",
                  "triggers": "triggers", "journal": "journal", "health": "health",
                  "budget": "budget", "secrets": "secrets", "inbox": "inbox",
-                 "mission": "mission", "servers": "servers"}
+                 "mission": "mission", "servers": "servers", "profile": "profile"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +208,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
                 for key in NOT_YET_APPLIED if key in data]
     raw: dict[str, Any] = {}
     for key in ("model", "instructions", "tools", "triggers", "health", "budget", "secrets",
-                "inbox", "mission", "servers"):
+                "inbox", "mission", "servers", "profile"):
         if key in data:
             raw[key] = data[key]
     raw["journal"] = data["journal"] if data.get("journal") is not None else {

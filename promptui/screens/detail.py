@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from promptui.actions import ActionSpec
 from promptui.screens.dialogs import ConfirmDialog, ReconcileChoice, ReconcileDialog
+from promptui.screens.evidence_dialog import EvidenceChoice, EvidenceDialog
 from promptui.store import FeedLine, UIStore
 from promptui.widgets.detail_tabs import (
     CONTEXT_COLS,
@@ -388,6 +389,10 @@ class ProcessDetailScreen(Screen[None]):
             self.app.notify(str(exc), severity="error", timeout=6)
             return
 
+        if detail.get("reason") == "missing_completion_evidence":
+            self._answer_evidence(run_id, detail)
+            return
+
         def decided(choice: ReconcileChoice | None) -> None:
             if choice is None:
                 return
@@ -398,3 +403,19 @@ class ProcessDetailScreen(Screen[None]):
                 lambda _: f"run {run_id[:8]} reconciled: {choice.outcome.replace('_', ' ')}")
 
         self.app.push_screen(ReconcileDialog(name, detail), decided)
+
+    def _answer_evidence(self, run_id: str, detail: dict[str, Any]) -> None:
+        name, control = self.process, self.app.control
+        done = {"supplied": "evidence supplied", "returned": "sent back to the model",
+                "failed": "failed"}
+
+        def decided(choice: EvidenceChoice | None) -> None:
+            if choice is None:
+                return
+            self.app.command(
+                f"answer run {run_id[:8]}",
+                lambda: control.answer_evidence(name, run_id, choice.action,
+                                                evidence=choice.evidence, note=choice.note),
+                lambda _: f"run {run_id[:8]}: {done[choice.action]}")
+
+        self.app.push_screen(EvidenceDialog(name, detail), decided)

@@ -74,7 +74,8 @@ def duration(run: RunView, now: float) -> str:
 def run_outcome(run: RunView) -> str:
     """Why a run is where it is, in a few words: the waiting write, the error, the reply."""
     if run.state == "waiting":
-        return " ".join(p for p in (run.waiting_reason, run.write_in_flight) if p)
+        return " ".join(p for p in (run.waiting_reason, run.write_in_flight or
+                                    run.missing_evidence) if p)
     if run.error or run.reason:
         return ": ".join(p for p in (run.reason, run.error) if p)
     return run.reply
@@ -103,6 +104,28 @@ def run_header(run: RunView) -> Text:
     text.append(f"run {run.run_id[:8]}", style="bold")
     text.append(f" · {run.trigger_type} · event {run.event_id[:8]} · attempt {run.attempt}",
                 style="dim")
+    return text
+
+
+def identity_lines(run: RunView) -> Text:
+    """What the run executes, frozen at its start; a changed configuration stands out."""
+    text = Text()
+    ident = run.identity
+    if ident:
+        tools = ident.get("policy", {}).get("tools", {})
+        text.append(f"  profile {ident.get('profile', '')}@{ident.get('version', '')}"
+                    f" · completion {ident.get('evaluator', '')}"
+                    f" · config {ident.get('config_digest', '')}", style="dim")
+        if tools:
+            text.append("\n  policy " + ", ".join(f"{k} ({v})" for k, v in tools.items()),
+                        style="dim")
+        budget = ident.get("budget") or {}
+        if budget:
+            text.append("\n  budget " + ", ".join(f"{k}={v}" for k, v in budget.items()),
+                        style="dim")
+    if run.config_changed:
+        text.append(("\n" if text else "") + f"  ⚠ resumed under another configuration: "
+                    f"{run.config_changed}", style="bold yellow")
     return text
 
 
@@ -314,9 +337,14 @@ def row_detail(pane: str, d: ProcessDetail, key: str | None, marked: set[str]) -
         text.append(f"{len(d.runs)} runs, {d.summary.waiting_runs} waiting", style="dim")
         run = next((r for r in d.runs if r.run_id == key), None)
         if run is not None:
-            hint = "enter: reconcile" if run.state == "waiting" else "enter: steps"
+            hint = "enter: steps"
+            if run.state == "waiting":
+                hint = "enter: evidence" if run.missing_evidence else "enter: reconcile"
             text.append(f"\n{run.run_id} · event {run.event_id[:8]} · attempt {run.attempt}"
-                        f" · {hint}\n{run_outcome(run)}")
+                        f" · {hint}")
+            if run.config_changed:
+                text.append(f" · ⚠ config changed {run.config_changed}", style="bold yellow")
+            text.append(f"\n{run_outcome(run)}")
     elif pane == "context":
         text.append(f"{len(d.context)} keys", style="dim")
         if key is not None and key in d.context:
@@ -441,6 +469,8 @@ class RunStepsDialog(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         run = self.run_view
         lines: list[RenderableType] = [run_header(run)]
+        if run.identity or run.config_changed:
+            lines.append(identity_lines(run))
         lines += [step_line(s) for s in run.steps] or [Text("  (no steps)", style="dim")]
         if run.state != "running":
             lines.append(run_end(run))

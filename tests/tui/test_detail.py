@@ -405,3 +405,41 @@ async def test_read_only_shows_a_waiting_run_but_does_not_reconcile(tmp_path: Pa
         await until(pilot, lambda: isinstance(app.screen, RunStepsDialog))
         assert "read-only: reconcile is disabled (started with --read-only)" in notes(app)
         assert len(process.waiting_runs()) == 1
+
+
+async def test_a_run_waiting_for_evidence_is_answered_from_its_dialog() -> None:
+    from promptui.screens.evidence_dialog import EvidenceDialog
+    from tests.runtime.test_completion import DISPATCH, TOOLS
+    from tests.runtime.test_completion import config as evidence_config
+
+    runtime = AgentRuntime()
+    process = runtime.add_process("deployer", evidence_config(DISPATCH, {"reply": "dispatched"}),
+                                  tools=TOOLS)
+    app = make_app(runtime)
+    async with running(app) as pilot:
+        await until(pilot, lambda: process.state.value == "running", what="running")
+        await process.inject(TriggerEvent("t", "manual", {"branch": "main"}))
+        await until(pilot, lambda: len(process.waiting_runs()) == 1, what="a waiting run")
+        run_id = process.waiting_runs()[0].run_id
+        screen = await open_detail(app, pilot, "deployer")
+        await pilot.press("4")
+        table = screen.table("runs")
+        await until(pilot, lambda: table.keys[:1] == [run_id])
+        await until(pilot, lambda: "enter: evidence" in screen_text(app))
+        assert "profile deployer@3" not in screen_text(app)  # shown in the run's steps only
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, EvidenceDialog))
+        text = screen_text(app)
+        assert "has no verification linked to it" in text and "dispatched" in text
+        await pilot.click("#supplied")  # nothing typed: refused, the dialog stays
+        assert isinstance(app.screen, EvidenceDialog)
+        await pilot.click("#evidence")
+        await pilot.press(*'{"pipeline": "green"}')
+        await pilot.click("#supplied")
+        await until(pilot, lambda: process.invocation_count == 1, what="the run succeeded")
+        assert process.recent_runs()[-1].state.value == "succeeded"
+        await until(pilot, lambda: f"run {run_id[:8]}: evidence supplied" in notes(app))
+        await until(pilot, lambda: "succeeded" in str(table.get_cell(run_id, "state")))
+        await pilot.press("enter")  # the finished run's steps show what it executed
+        await until(pilot, lambda: isinstance(app.screen, RunStepsDialog))
+        assert "profile deployer@3 · completion action_with_verification" in screen_text(app)
