@@ -244,6 +244,21 @@ class EscalationSent(RuntimeEvent):
     error: str = ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncidentChanged(RuntimeEvent):
+    """An incident opened, saw another occurrence, was resolved, recovered or reopened, or got
+    a run linked (``action``); the numbers are the incident's after the change."""
+
+    kind: ClassVar[str] = "incident.changed"
+    incident_id: str
+    action: str
+    state: str
+    generation: int
+    version: int
+    occurrences: int
+    fingerprint: str = ""  # the fingerprint's value, as text
+
+
 class Subscription:
     """A bounded buffer of events for one subscriber. Oldest events are dropped when it is full."""
 

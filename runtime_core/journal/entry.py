@@ -33,6 +33,7 @@ class EntryType:
     SECRET_ACCESS = "secret_access"
     REWIND = "rewind"  # the state restored; the entries it skipped stay in the journal
     FORKED = "forked"  # the first entry of a process forked from another one's history
+    INCIDENT = "incident"  # an incident opened, changed or got a run: its snapshot after
 
 
 @dataclass(slots=True)

@@ -47,4 +47,24 @@ def summarize(entry: JournalEntry) -> str:
                 f"{d.get('actor', 'operator')}")
     if t == "forked":
         return f"forked from {d.get('from_process')} at {d.get('from_entry_id')}"
+    if t == EntryType.INCIDENT:
+        return _incident(d)
     return _short(d, 70)
+
+
+def _incident(d: dict[str, Any]) -> str:
+    raw = d.get("incident")
+    incident: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    what = (f"incident {str(incident.get('incident_id', ''))[:8]} {d.get('action')}: "
+            f"{incident.get('state')} gen {incident.get('generation')} "
+            f"v{incident.get('version')}")
+    action = d.get("action")
+    if action == "occurrence":
+        what += f", {incident.get('occurrences')} occurrences"
+    elif action == "run_linked":
+        what += f", run {str(d.get('run_id', ''))[:8]}"
+    elif action in ("resolved", "reopened") and d.get("actor"):
+        what += f" by {d.get('actor')}"
+    elif action == "ignored":
+        return f"incident event ignored: {_short(d.get('reason', ''), 50)}"
+    return f"{what} ({_short(incident.get('fingerprint_value'), 30)})"

@@ -427,13 +427,25 @@ class EventFilter:
         try:
             return bool(self._evaluate(event))
         except Exception as exc:  # a type mismatch in event data is "no match", never a crash
-            self.error_count += 1
-            self.last_error = f"{type(exc).__name__}: {exc}"
-            # Warn once per filter so a mismatched payload shape cannot flood the log.
-            level = logging.WARNING if self.error_count == 1 else logging.DEBUG
-            log.log(level, "filter_expression %r could not be evaluated (no match): %s",
-                    self.expression, self.last_error)
+            self._count_error(exc, "no match")
             return False
+
+    def value(self, event: TriggerEvent) -> Any:
+        """The expression's value for ``event`` rather than a yes/no (an incident fingerprint
+        such as ``payload.labels.alertname``); None when it cannot be evaluated."""
+        try:
+            return self._evaluate(event)
+        except Exception as exc:  # as in matches(): event data never crashes the caller
+            self._count_error(exc, "null")
+            return None
+
+    def _count_error(self, exc: Exception, meaning: str) -> None:
+        self.error_count += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        # Warn once per filter so a mismatched payload shape cannot flood the log.
+        level = logging.WARNING if self.error_count == 1 else logging.DEBUG
+        log.log(level, "filter_expression %r could not be evaluated (%s): %s",
+                self.expression, meaning, self.last_error)
 
     def __repr__(self) -> str:
         return f"EventFilter({self.expression!r})"
