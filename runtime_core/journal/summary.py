@@ -23,7 +23,9 @@ def summarize(entry: JournalEntry) -> str:
     if t == EntryType.EVENT_ACCEPTED:
         return f"event {str(d.get('event_id', ''))[:8]} accepted ({d.get('trigger_type')})"
     if t == EntryType.RUN_STARTED:
-        return f"run started for event {str(d.get('event_id', ''))[:8]}"
+        ident = d.get("identity") or {}
+        profile = f" ({ident.get('profile')}@{ident.get('version')})" if ident else ""
+        return f"run started for event {str(d.get('event_id', ''))[:8]}{profile}"
     if t == EntryType.MODEL_USAGE:
         calls = d.get("tool_calls") or []
         what = f"asks for {len(calls)} tool(s)" if calls else _short(d.get("reply", ""), 50)
@@ -35,6 +37,15 @@ def summarize(entry: JournalEntry) -> str:
         return f"{mark} {d.get('tool')} → {_short(d.get('result', ''), 50)}"
     if t == EntryType.CONTEXT_UPDATE:
         return f"{d.get('key')} = {_short(d.get('value'), 50)}"
+    if t == EntryType.RUN_WAITING:
+        why = d.get("missing") or d.get("tool") or ""
+        return f"run waits: {d.get('reason')} {_short(why, 50)}".rstrip()
+    if t == EntryType.EVIDENCE:
+        return (f"evidence: {d.get('action')} by {d.get('actor', 'operator')} "
+                f"{_short(d.get('note', ''), 40)}").rstrip()
+    if t == EntryType.CONFIG_CHANGED:
+        return f"resumed under another configuration: {d.get('started_under')} → " \
+               f"{d.get('resumed_under')}"
     if t == EntryType.RUN_FINISHED:
         tail = d.get("reply") if d.get("state") == "succeeded" else d.get("error")
         return f"run {d.get('state')}: {_short(tail or '', 50)}"
