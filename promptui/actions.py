@@ -45,6 +45,7 @@ DASHBOARD_ACTIONS = (
     ActionSpec("sort", "o", "sort", "Sort", show=False),
     ActionSpec("sort_reverse", "O", "sort_reverse", "Reverse sort", show=False),
     ActionSpec("pause_feed", "space", "pause_feed", "Pause feed", show=False),
+    ActionSpec("incidents", "I", "incidents", "Incidents", show=False),
     ActionSpec("clear_filter", "escape", "clear_filter", "Clear filter", show=False,
                palette=False),
 )

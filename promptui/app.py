@@ -153,6 +153,12 @@ class ControlRoom(App[None]):
 
         self.push_screen(ProcessDetailScreen(name))
 
+    def open_incidents(self) -> None:
+        from promptui.screens.incidents import IncidentsScreen  # loaded when first opened
+
+        if not isinstance(self.screen, IncidentsScreen):
+            self.push_screen(IncidentsScreen())
+
     def current_process(self) -> str | None:
         for screen in reversed(self.screen_stack):
             if isinstance(screen, ModalScreen):

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from promptui import __version__
 from promptui.headless import BUNDLED_DEMO, load_runtime, run_headless
+from promptui.incidents_cli import incidents
 from promptui.journal_cli import journal_app, logs
 from promptui.locate_cli import locate
 from promptui.manifest_cli import init, validate
@@ -32,6 +33,7 @@ app.command("init")(init)
 app.command("ui")(ui)
 app.command("rewind")(rewind)
 app.command("fork")(fork)
+app.command("incidents")(incidents)
 app.add_typer(journal_app, name="journal")
 
 

@@ -30,6 +30,10 @@ FEED_KINDS = {
     "health.recovered": "info",
     "escalation.sent": "warning",
 }
+# Incidents reach the feed when they open, reopen or close; an occurrence or a linked run
+# only refreshes the incidents screen.
+INCIDENT_FEED = {"opened": "warning", "reopened": "warning", "recovered": "info",
+                 "resolved": "info"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,9 @@ def describe(event: RuntimeEvent) -> str:
         return "healthy again"
     if kind == "process.recovered":
         return "recovered from the journal"
+    if kind == "incident.changed":
+        return (f"incident {get('incident_id')[:8]} {get('action')} (generation "
+                f"{get('generation')}): {str(get('fingerprint'))[:80]}")
     if kind == "escalation.sent":
         return (f"escalation {get('reason')} via {get('channels')}: "
                 + (get("error") or "delivered"))
@@ -95,6 +102,7 @@ class UIStore:
         self.rate_history: dict[str, deque[float]] = {}
         self.events_per_second = 0.0
         self.dropped = 0
+        self.incident_changes = 0  # incident events seen: the incidents screen re-reads on news
         self._window: deque[tuple[float, int]] = deque(maxlen=20)  # (time, events) per tick
 
     def ingest(self, events: list[RuntimeEvent], now: float,
@@ -107,6 +115,9 @@ class UIStore:
         for event in events:
             per_process[event.process] = per_process.get(event.process, 0) + 1
             severity = FEED_KINDS.get(event.kind)
+            if event.kind == "incident.changed":
+                self.incident_changes += 1
+                severity = INCIDENT_FEED.get(getattr(event, "action", ""))
             if severity is not None:
                 if event.kind == "escalation.sent" and not getattr(event, "error", ""):
                     severity = "info"

@@ -22,6 +22,9 @@ from runtime_core.governance.health import HealthConfig
 from runtime_core.governance.inbox import InboxConfig
 from runtime_core.governance.mission import MissionConfig
 from runtime_core.governance.secrets import SecretScopeConfig
+from runtime_core.incidents import IncidentConfig
+from runtime_core.memory.config import MemoryConfig
+from runtime_core.open_mode import ExecutionMode, OpenModeConfig
 
 
 class StrictModel(BaseModel):
@@ -197,7 +200,11 @@ class ProcessConfig(StrictModel):
     secrets: SecretScopeConfig = Field(default_factory=SecretScopeConfig)
     inbox: InboxConfig = Field(default_factory=InboxConfig)
     mission: MissionConfig = Field(default_factory=MissionConfig)
+    incidents: IncidentConfig | None = None  # an incident lifecycle over webhook/event
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)  # long-term memory
     profile: ProfileConfig | None = None  # the versioned profile and its completion contract
+    execution_mode: ExecutionMode = "strict"
+    open_mode: OpenModeConfig = Field(default_factory=OpenModeConfig)  # limits in open mode
 
     @field_validator("model")
     @classmethod

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runtime_core.agent.mcp_config import redacted_server
 from runtime_core.config import ProcessConfig
 from runtime_core.events import EventNotifier, RuntimeEvent
+from runtime_core.incidents import Incident, value_text
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
 from runtime_core.journal.summary import summarize
@@ -28,6 +29,7 @@ __all__ = [
     "ControlPlane",
     "DeadLetterView",
     "EventStream",
+    "IncidentView",
     "JournalEntryView",
     "LocalControl",
     "ProcessDetail",
@@ -131,7 +133,7 @@ class ProcessDetail:
     runs: tuple[RunView, ...]  # waiting runs first, then running, then newest finished
     context: dict[str, Any]
     conversation: tuple[dict[str, Any], ...]
-    governance: dict[str, Any]  # health / budget / mission / secrets / inbox where enabled
+    governance: dict[str, Any]  # health / budget / mission / secrets / inbox / memory
     config: dict[str, Any]  # the configuration as loaded (secret references, never values)
     triggers: tuple[dict[str, Any], ...] = field(default=())
     servers: tuple[dict[str, Any], ...] = field(default=())  # MCP: state and tools with effects
@@ -147,6 +149,27 @@ class JournalEntryView:
     run_id: str
     timestamp: float
     summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentView:
+    """One incident of one process. A repair action sends back the ``generation`` and
+    ``version`` it was decided on, and is refused when the incident moved since."""
+
+    process: str
+    incident_id: str
+    state: str  # open, resolved (by an operator), recovered (by a recovered_when event)
+    generation: int
+    version: int
+    fingerprint: str  # the fingerprint's value, as text
+    opened_at: float  # the current generation's
+    last_seen: float
+    occurrences: int  # in the current generation
+    run_ids: tuple[str, ...]  # oldest first
+    closed_at: float | None = None
+    resolved_by: str = ""
+    note: str = ""
+    last_payload: str = ""  # a preview of the last payload seen, secrets redacted
 
 
 class EventStream(Protocol):
@@ -213,6 +236,18 @@ class ControlPlane(Protocol):
     async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult: ...
 
     async def fork(self, name: str, entry_id: str, new_name: str) -> str: ...
+
+    async def incidents(self, process: str | None = None) -> list[IncidentView]:
+        """Every process's incidents (or one's): open ones first, then the latest seen."""
+        ...
+
+    async def resolve_incident(self, name: str, incident_id: str, *, generation: int,
+                               version: int, note: str = "") -> IncidentView: ...
+
+    async def reopen_incident(self, name: str, incident_id: str, *, generation: int,
+                              version: int, note: str = "") -> IncidentView:
+        """A new generation; a run starts on the last payload."""
+        ...
 
     async def start_all(self) -> None: ...
 
@@ -340,9 +375,15 @@ class LocalControl:
         status = process.status()
         governance: dict[str, Any] = {key: status[key] for key in (
             "health", "health_anomalies", "budget", "mission_state", "active_secrets",
-            "inbox") if key in status}
+            "inbox", "memory") if key in status}
         if process.config.mission.enabled:
             governance["mission"] = process.checkpoint_state().get("mission", {})
+        if status["execution_mode"] == "open":  # what the agent changed about itself
+            added = [t["id"] for t in status["triggers"] if t.get("source") == "dynamic"]
+            governance["open_mode"] = {
+                "dynamic_triggers": f"{len(added)}: {', '.join(added)}" if added else "0",
+                "spawned_processes": ", ".join(process.spawned_processes) or "none",
+                "rebuilds": status["rebuild_count"]}
         return ProcessDetail(
             summary=self.summary(process), queued=queued, dead_letters=dead,
             runs=tuple(redact_run(r, redact) for r in runs),
@@ -496,6 +537,36 @@ class LocalControl:
         await child.start()
         return child.name
 
+    # -- incidents -------------------------------------------------------------------------
+    async def incidents(self, process: str | None = None) -> list[IncidentView]:
+        processes = [self._process(process)] if process is not None else \
+            list(self.runtime.processes.values())
+        views = [incident_view(p.name, incident, p.redact)
+                 for p in processes for incident in p.incidents()]
+        return sorted(views, key=lambda v: (v.state != "open", -v.last_seen))
+
+    async def resolve_incident(self, name: str, incident_id: str, *, generation: int,
+                               version: int, note: str = "") -> IncidentView:
+        self._mutating("resolve incident")
+        process = self._process(name)
+        try:
+            incident = await process.resolve_incident(
+                incident_id, generation=generation, version=version, note=note)
+        except (KeyError, ValueError, RuntimeError) as exc:  # stale, wrong state, unknown
+            raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+        return incident_view(name, incident, process.redact)
+
+    async def reopen_incident(self, name: str, incident_id: str, *, generation: int,
+                              version: int, note: str = "") -> IncidentView:
+        self._mutating("reopen incident")
+        process = self._process(name)
+        try:
+            incident = await process.reopen_incident(
+                incident_id, generation=generation, version=version, note=note)
+        except (KeyError, ValueError, RuntimeError) as exc:
+            raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+        return incident_view(name, incident, process.redact)
+
     async def start_all(self) -> None:
         await self.runtime.start_all()
 
@@ -531,3 +602,15 @@ def shown_config(config: ProcessConfig) -> dict[str, Any]:
         data["servers"] = {name: redacted_server(server)
                            for name, server in config.servers.items()}
     return data
+
+
+def incident_view(process: str, incident: Incident, redact: Any) -> IncidentView:
+    last = incident.payload_history[-1]["payload"] if incident.payload_history else ""
+    return IncidentView(
+        process=process, incident_id=incident.incident_id, state=incident.state,
+        generation=incident.generation, version=incident.version,
+        fingerprint=redact(value_text(incident.fingerprint_value)),
+        opened_at=incident.opened_at, last_seen=incident.last_seen,
+        occurrences=incident.occurrences, run_ids=tuple(incident.run_ids),
+        closed_at=incident.closed_at, resolved_by=incident.resolved_by,
+        note=redact(incident.note), last_payload=redact(preview(last)) if last != "" else "")

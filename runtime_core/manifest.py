@@ -45,8 +45,12 @@ MANIFEST_KEYS: dict[str, str] = {
     "health": "behavioral health: stuck, loop, empty replies, error rate",
     "mission": "a goal with a success check over the context state",
     "profile": "{name, version, completion: {evaluator, actions, verifications}}",
+    "execution_mode": "'strict' (default) or 'open': the agent may change its own triggers",
+    "open_mode": "open-mode limits: max_dynamic_triggers, allow_process_spawn, ...",
     "secrets": "secrets for tools: {name: '${ENV_VAR}'}, never written anywhere",
     "inbox": "operator messages and questions (send_message, ask)",
+    "memory": "long-term memory: {provider: in_memory|sqlite, path, auto_inject, ...}",
+    "incidents": "incidents from webhook/event fingerprints: {fingerprint, reopen_window, ...}",
 }
 NOT_YET_APPLIED: tuple[str, ...] = ()
 #: Always the absolute folder of the manifest being read (e.g. a server script beside it).
@@ -55,7 +59,10 @@ MANIFEST_DIR_VARIABLE = "MANIFEST_DIR"
 FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "tools",
                  "triggers": "triggers", "journal": "journal", "health": "health",
                  "budget": "budget", "secrets": "secrets", "inbox": "inbox",
-                 "mission": "mission", "servers": "servers", "profile": "profile"}
+                 "mission": "mission", "servers": "servers", "profile": "profile",
+                 "memory": "memory",
+                 "execution_mode": "execution_mode", "open_mode": "open_mode",
+                 "incidents": "incidents"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +215,8 @@ def parse_manifest(text: str, path: Path) -> Manifest:
                 for key in NOT_YET_APPLIED if key in data]
     raw: dict[str, Any] = {}
     for key in ("model", "instructions", "tools", "triggers", "health", "budget", "secrets",
-                "inbox", "mission", "servers", "profile"):
+                "inbox", "mission", "servers", "profile", "memory", "incidents", "execution_mode",
+                "open_mode"):
         if key in data:
             raw[key] = data[key]
     raw["journal"] = data["journal"] if data.get("journal") is not None else {

@@ -54,13 +54,23 @@ from runtime_core.governance.mission import Mission, MissionEvaluation
 from runtime_core.governance.mission_judge import build_evidence, judge
 from runtime_core.governance.payload_scan import scan_payload
 from runtime_core.governance.secrets import SecretScope
+from runtime_core.incident_keeper import Admission, IncidentKeeper
+from runtime_core.incidents import Incident
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.journal.recorder import ProcessRecorder
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResult
-from runtime_core.journal.sqlite import DamagedJournal
+from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
 from runtime_core.lifecycle import ProcessLifecycle, ProcessState, ProcessTransition, StateError
+from runtime_core.memory import (
+    MemoryInjector,
+    MemoryProvider,
+    memory_status,
+    memory_tools,
+    open_memory,
+)
+from runtime_core.open_mode import meta_tools
 from runtime_core.recovery import RecoveredRun, recover_process
 from runtime_core.rewinding import ProcessRewinder
 from runtime_core.run_identity import ProfileStamp, profile_stamp
@@ -140,6 +150,8 @@ class AgentProcess:
         self._instructions = self.config.instructions
         self._executor: RunExecutor | None = None
         self._stamp: ProfileStamp | None = None  # profile, policy, config digest, budget
+        self._rebuild_count = 0
+        self._spawned: list[str] = []
         self._lock = asyncio.Lock()
 
         self._invocation_count = 0
@@ -181,6 +193,10 @@ class AgentProcess:
             if self.config.mission.enabled else None
         self._mission_judge: Model | None = None
         self._judge_calls = 0
+        self._memory: MemoryProvider | None = None  # opened by start(), closed by close()
+        incidents = self.config.incidents
+        self._incidents = IncidentKeeper(name, incidents, self._notifier, self._clock) \
+            if incidents is not None and incidents.enabled else None
         self._health: HealthKeeper | None = None
         if self.config.health.enabled:
             monitor = HealthMonitor(self.config.health, process_id=name, clock=self._clock)
@@ -241,6 +257,11 @@ class AgentProcess:
     def journal(self) -> JournalProvider | None:
         return self._journal
 
+    @property
+    def memory(self) -> MemoryProvider | None:
+        """The long-term memory provider: None before the first start or without one."""
+        return self._memory
+
     def redact(self, text: str) -> str:
         """``text`` with every active secret value replaced by ``[secret:name]``."""
         return self._secrets.redact(text) if self._secrets is not None else text
@@ -268,19 +289,19 @@ class AgentProcess:
             "process_id": self.process_id,
             "state": self.state.value,
             "suspend_reason": self._suspend_reason,
-            "execution_mode": "strict",
+            "execution_mode": self.config.execution_mode,
             "invocation_count": self._invocation_count,
             "consecutive_failures": self._consecutive_failures,
             "restart_count": self._restart_count,
             "journal_enabled": self._recorder is not None,
-            "trigger_count": len(self._triggers.configs),
-            "dynamic_trigger_count": 0,
+            "trigger_count": self._triggers.config_count,
+            "dynamic_trigger_count": self.dynamic_trigger_count,
             "triggers": self._triggers.status(),
             "custom_tool_count": 0,
-            "rebuild_count": 0,
-            "spawned_process_count": 0,
+            "rebuild_count": self._rebuild_count,
+            "spawned_process_count": len(self._spawned),
             "conversation_messages": len(self._conversation),
-            "has_memory": False,
+            "has_memory": self.config.memory.enabled,
             "queue_size": self._delivery.queue_size,
             "dead_letter_count": len(self._delivery.dead_letters),
             "filtered_count": self._triggers.filtered_count,
@@ -294,7 +315,10 @@ class AgentProcess:
             **({"budget": self._budget.remaining()} if self._budget else {}),
             **({"active_secrets": self._secrets.active_count} if self._secrets else {}),
             **({"inbox": self._inbox.status()} if self._inbox else {}),
+            **({"memory": memory_status(self.config.memory, self._memory)}
+               if self.config.memory.enabled else {}),
             **({"mission_state": self._mission.state} if self._mission else {}),
+            **({"open_incidents": self._incidents.open_count()} if self._incidents else {}),
             **({"health_anomalies": len(self._health.monitor.anomalies),
                 "health": self._health.monitor.health_status()} if self._health else {}),
         }
@@ -358,6 +382,8 @@ class AgentProcess:
             self._secrets.revoke_all()
         if self._inbox is not None:
             self._inbox.clear()
+        if self._memory is not None:  # the next start() opens a new provider
+            await self._memory.close()
         if self._journal is not None and self._owns_journal:
             await self._journal.close()
         if self._toolbox is not None:
@@ -415,8 +441,9 @@ class AgentProcess:
         if refusal is not None:
             self._delivery.dead_letter(event, refusal, "", 0)
             return False
-        if self._recorder is not None:  # durable before it is acknowledged
-            await self._recorder.event_accepted(event)
+        if not await self._journal_accepted(event):  # durable before it is acknowledged
+            return True  # an occurrence of an open incident: recorded, no run
+        if self._recorder is not None:
             crashpoints.reached("event_acknowledged")
         if self.state is S.SUSPENDED and self._suspend_reason == "idle":
             await self.resume("event arrived")
@@ -457,8 +484,8 @@ class AgentProcess:
         if refusal is not None:
             self._delivery.dead_letter(event, refusal, "", 0)
             return
-        if self._recorder is not None:
-            await self._recorder.event_accepted(event)
+        if not await self._journal_accepted(event):
+            return  # an occurrence of an open incident: recorded, no run
         if self.state is S.SUSPENDED and self._suspend_reason == "idle":
             await self.resume("event arrived")
         await self._delivery.put(event)
@@ -472,17 +499,62 @@ class AgentProcess:
             return AcceptResult.UNAVAILABLE, refusal
         if self._delivery.is_full:
             return AcceptResult.QUEUE_FULL, DeadLetterReason.QUEUE_FULL
-        if self._recorder is not None:
-            try:
-                await self._recorder.event_accepted(event)
-            except JournalError as exc:
-                log.critical("process %s: cannot journal an event: %s", self.name, exc)
-                return AcceptResult.UNAVAILABLE, "journal unavailable"
+        try:
+            if not await self._journal_accepted(event):
+                return AcceptResult.ACCEPTED, "recorded as an incident occurrence"
+        except JournalError as exc:
+            log.critical("process %s: cannot journal an event: %s", self.name, exc)
+            return AcceptResult.UNAVAILABLE, "journal unavailable"
         if self.state is S.SUSPENDED and self._suspend_reason == "idle":
             await self.resume("event arrived")
         if self._delivery.offer(event):  # if the queue filled meanwhile it is dead-lettered
             await self._announce_queued(event)
         return AcceptResult.ACCEPTED, "accepted"
+
+    async def _journal_accepted(self, event: TriggerEvent) -> bool:
+        """Make an arriving event durable before it is acknowledged. False: it only updated an
+        open incident (journaled as such) and starts no run."""
+        if self._incidents is not None:
+            admission = await self._incidents.admit(event, self._recorder)
+            if admission is not Admission.PASS:  # journaled with its incident
+                return admission is Admission.QUEUE
+        if self._recorder is not None:
+            await self._recorder.event_accepted(event)
+        return True
+
+    # -- incidents (runtime_core/incident_keeper.py does the work) ------------------------------
+    def incidents(self) -> list[Incident]:
+        """This process's incidents, in the order they opened (empty without ``incidents``)."""
+        return self._incidents.incidents() if self._incidents is not None else []
+
+    def _incident_keeper(self) -> IncidentKeeper:
+        if self._incidents is None:
+            raise RuntimeError(f"process {self.name!r} keeps no incidents; add 'incidents: "
+                               "{fingerprint: ...}' to its manifest")
+        return self._incidents
+
+    async def resolve_incident(self, incident_id: str, *, generation: int, version: int,
+                               note: str = "", actor: str = "operator") -> Incident:
+        """Mark an open incident resolved. ``generation`` and ``version`` are the ones the
+        decision was made on: StaleIncidentError when the incident moved since."""
+        return await self._incident_keeper().resolve(incident_id, generation, version, note,
+                                                      actor, self._recorder)
+
+    async def reopen_incident(self, incident_id: str, *, generation: int, version: int,
+                              note: str = "", actor: str = "operator") -> Incident:
+        """Reopen a resolved or recovered incident as a new generation and start a run on its
+        last payload; refused when stale (StaleIncidentError) or still open."""
+        keeper = self._incident_keeper()
+        if self._refusal() is not None or self.state is S.CREATED:
+            raise RuntimeError(f"process {self.name!r} is {self.state.value}: start it first "
+                               "(a reopened incident starts a run)")
+        incident, event = await keeper.reopen(incident_id, generation, version, note, actor,
+                                              self._recorder)
+        if self.state is S.SUSPENDED and self._suspend_reason == "idle":
+            await self.resume("incident reopened")
+        if self._delivery.offer(event):  # a full queue dead-letters it, ready to redeliver
+            await self._announce_queued(event)
+        return incident
 
     # -- the operator inbox ----------------------------------------------------------------------
     def _open_inbox(self) -> Inbox:
@@ -537,8 +609,53 @@ class AgentProcess:
         return self._delivery.clear_dead_letters()
 
     def update_instructions(self, text: str) -> None:
-        """Replace the system prompt from the next run on."""
+        """Replace the system prompt from the next run on (the agent is rebuilt before it: the
+        executor reads the instructions per run, and the connected MCP tools are kept)."""
         self._instructions = text
+        self._rebuild_count += 1
+        if self._recorder is not None:
+            self._recorder.submit(EntryType.INSTRUCTIONS_UPDATED, {"length": len(text)})
+
+    # -- open mode (runtime_core/open_mode.py holds the meta-tools and their limits) ------------
+    @property
+    def dynamic_trigger_count(self) -> int:
+        return len(self._triggers.dynamic)
+
+    @property
+    def spawned_processes(self) -> list[str]:
+        """Names of the child processes this process spawned (open mode)."""
+        return list(self._spawned)
+
+    async def add_dynamic_trigger(self, config: dict[str, Any]) -> str:
+        """An agent-added trigger: started now, stopped and dropped at stop(), not restored."""
+        return await self._triggers.add(config, running=self.state in (S.RUNNING, S.SUSPENDED),
+                                        dynamic=True)
+
+    async def remove_dynamic_trigger(self, trigger_id: str) -> None:
+        if trigger_id not in self._triggers.dynamic:
+            mine = ", ".join(sorted(self._triggers.dynamic)) or "none"
+            raise KeyError(f"{trigger_id!r} is not a trigger this process added (its own: "
+                           f"{mine})")
+        await self._triggers.remove(trigger_id)
+
+    async def spawn_child(self, name: str, instructions: str,
+                          triggers: list[dict[str, Any]]) -> str:
+        """Start a strict-mode child through the parent runtime, with the parent's model and
+        journal settings."""
+        if self.runtime is None:
+            raise RuntimeError("spawning needs the process to belong to an AgentRuntime")
+        config = ProcessConfig.model_validate({
+            "model": self.config.model, "instructions": instructions, "triggers": triggers,
+            "journal": self.config.journal.model_dump()})
+        child = self.runtime.add_process(name, config, base_dir=self._base_dir)
+        self._spawned.append(name)
+        try:
+            await child.start()
+        except Exception:
+            self._spawned.remove(name)
+            await self.runtime.remove_process(name)
+            raise
+        return name
 
     # -- internals: start, teardown, restart ---------------------------------------------------
     async def _start_locked(self, *, restart: bool) -> None:
@@ -552,6 +669,17 @@ class AgentProcess:
                 self._secrets.resolve()  # a missing variable fails the start, loudly
             model = self._model_override or build_model(self.config, base_dir=self._base_dir)
             tools: dict[str, AgentTool] = dict(build_tools(self.config, self._extra_tools))
+            journal_file = self._journal.path if isinstance(self._journal, SQLiteJournal) else None
+            self._memory = await open_memory(self._memory, self.config.memory, self.name,
+                                             journal_file)  # kept open across stop()/start()
+            if self._memory is not None and self.config.memory.tools:
+                tools.update(memory_tools(self._memory, taken=tools))
+            if self.config.execution_mode == "open":
+                for meta in meta_tools(self):
+                    if meta.name in tools:
+                        raise ValueError(f"tool {meta.name!r} clashes with an open-mode "
+                                         "meta-tool; rename it")
+                    tools[meta.name] = meta
             if self._toolbox is not None:  # connected before any trigger can start a run
                 tools.update(await self._toolbox.connect(set(tools)))
             self._stamp = profile_stamp(self.name, self.config, tools)
@@ -576,6 +704,8 @@ class AgentProcess:
                 inbox_block=self._inbox.prompt_block if self._inbox is not None else None,
                 mission_line=self._mission.prompt_line if self._mission is not None else None,
                 completion=self.config.profile.completion if self.config.profile else None,
+                memory_block=MemoryInjector(self._memory, self.config.memory)
+                if self._memory is not None and self.config.memory.auto_inject else None,
             )
             await self._triggers.start_all()
         except asyncio.CancelledError:
@@ -618,6 +748,7 @@ class AgentProcess:
             else:
                 self._delivery.dead_letter(event, reason, "", 0)
         await self._close_servers()
+        self._triggers.forget_dynamic()  # agent-added triggers do not outlive a stop
 
     async def _close_servers(self) -> None:
         """Close the MCP connections (stdio servers exit); the next start reconnects."""
@@ -728,6 +859,8 @@ class AgentProcess:
                 self._recorder.run_started(run.run_id, event.event_id, attempt,
                                            run.identity.to_dict() if run.identity else None)
         self._inflight[run.run_id] = run
+        if self._incidents is not None:  # an incident's event: its run is linked to it
+            self._incidents.link_run(run.run_id, event, self._recorder)
         self._last_activity = self._clock.monotonic()
         if self._health is not None:
             self._health.begin_run()
@@ -1035,6 +1168,8 @@ class AgentProcess:
                 self.recovered = recovery.summary
                 self._notifier.emit(ProcessRecovered(process=self.name,
                                                      summary=dict(recovery.summary)))
+        if cfg.recover_on_start and self._incidents is not None:
+            await self._incidents.restore(self._journal)
         # After recovery, which reports the state the journal last recorded.
         self._recorder.transition(S.CREATED.value, S.STARTING.value, "start()")
         self._journal_prepared = True

@@ -189,6 +189,13 @@ def _tool_message(call: ToolCall, observation: str) -> Message:
             "content": observation}
 
 
+def _cancelled(run: Run) -> None:
+    run.state = RunState.CANCELLED
+    run.reason = "cancelled"
+    run.error = "run cancelled"
+    run.finished_at = time.time()
+
+
 def _observation(text: str, limit: int = 4000) -> str:
     return text if len(text) <= limit else text[: limit - 20] + " ...[truncated]"
 
@@ -229,6 +236,7 @@ class RunExecutor:
         inbox_block: Callable[[], str | None] | None = None,
         mission_line: Callable[[], str] | None = None,
         completion: CompletionConfig | None = None,
+        memory_block: Callable[[TriggerEvent], Awaitable[str | None]] | None = None,
     ) -> None:
         # No profile: any final response completes the run, as before there were contracts.
         self.completion = completion or CompletionConfig(evaluator="final_reply")
@@ -236,6 +244,7 @@ class RunExecutor:
         self.verifier = Verifier(list(self.completion.verifications))
         self.mission_line = mission_line
         self.inbox_block = inbox_block
+        self.memory_block = memory_block  # async: long-term memory is searched per run
         self.hooks = hooks
         self.secrets = secrets
         self.process = process
@@ -269,8 +278,8 @@ class RunExecutor:
                 )
             )
 
-    def _initial_messages(self, event: TriggerEvent, goal: str | None = None
-                          ) -> tuple[list[Message], Message]:
+    def _initial_messages(self, event: TriggerEvent, goal: str | None = None,
+                          memory: str | None = None) -> tuple[list[Message], Message]:
         messages: list[Message] = []
         instructions = self.instructions()
         if instructions:
@@ -287,6 +296,8 @@ class RunExecutor:
             block = self.inbox_block()
             if block:
                 messages.append({"role": "system", "content": block})
+        if memory:
+            messages.append({"role": "system", "content": memory})
         messages.extend(self.conversation.messages())
         # The goal frozen in the run's identity is exactly what the model is given.
         user = {"role": "user", "content": goal or render_event_message(event)}
@@ -302,8 +313,15 @@ class RunExecutor:
         run.state = RunState.RUNNING
         run.started_at = time.time()
         started = loop.time()
+        memory: str | None = None
+        try:
+            if self.memory_block is not None:
+                memory = await self.memory_block(run.event)
+        except asyncio.CancelledError:
+            _cancelled(run)
+            raise
         messages, user_message = self._initial_messages(
-            run.event, run.identity.goal if run.identity is not None else None)
+            run.event, run.identity.goal if run.identity is not None else None, memory)
         base = len(messages)
         step = 0
         remaining: list[ToolCall] = []
@@ -326,10 +344,7 @@ class RunExecutor:
             reply = final if final is not None else await self._loop(
                 run, messages, started, step, remaining)
         except asyncio.CancelledError:
-            run.state = RunState.CANCELLED
-            run.reason = "cancelled"
-            run.error = "run cancelled"
-            run.finished_at = time.time()
+            _cancelled(run)
             raise
         except RunFailure as failure:
             run.state = RunState.FAILED

@@ -57,6 +57,7 @@ class TriggerSet:
         for config in configs:
             self.configs[trigger_id_for(config)] = config
         self.active: dict[str, ActiveTrigger] = {}
+        self.dynamic: set[str] = set()  # added by the agent (open mode): dropped at stop
         self.filtered_count = 0
         self.cancel_reason = DeadLetterReason.PROCESS_STOPPED
 
@@ -118,7 +119,8 @@ class TriggerSet:
         return leftovers
 
     # -- live changes ------------------------------------------------------------------------------
-    async def add(self, config: TriggerConfig | dict[str, Any], *, running: bool) -> str:
+    async def add(self, config: TriggerConfig | dict[str, Any], *, running: bool,
+                  dynamic: bool = False) -> str:
         parsed = config if isinstance(config, TriggerConfig) else TriggerConfig.model_validate(
             config)
         trigger_id = trigger_id_for(parsed)
@@ -127,7 +129,19 @@ class TriggerSet:
         if running:
             await self._start(trigger_id, parsed)
         self.configs[trigger_id] = parsed
+        if dynamic:
+            self.dynamic.add(trigger_id)
         return trigger_id
+
+    def forget_dynamic(self) -> None:
+        """Drop the agent-added triggers (already stopped): they are not restarted."""
+        for trigger_id in self.dynamic:
+            self.configs.pop(trigger_id, None)
+        self.dynamic.clear()
+
+    @property
+    def config_count(self) -> int:
+        return len(self.configs) - len(self.dynamic)
 
     async def remove(self, trigger_id: str) -> None:
         if trigger_id not in self.configs:
@@ -135,6 +149,7 @@ class TriggerSet:
             raise KeyError(f"process {self.process!r} has no trigger {trigger_id!r} "
                            f"(triggers: {known})")
         del self.configs[trigger_id]
+        self.dynamic.discard(trigger_id)
         if trigger_id in self.active:
             self.active[trigger_id].removal_reason = DeadLetterReason.TRIGGER_REMOVED
             for event in await self._stop(trigger_id):
@@ -183,7 +198,8 @@ class TriggerSet:
     def status(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for trigger_id, config in self.configs.items():
-            item: dict[str, Any] = {"id": trigger_id, "type": config.type, "source": "config",
+            source = "dynamic" if trigger_id in self.dynamic else "config"
+            item: dict[str, Any] = {"id": trigger_id, "type": config.type, "source": source,
                                     "active": trigger_id in self.active}
             active = self.active.get(trigger_id)
             status = getattr(active.trigger, "status", None) if active else None

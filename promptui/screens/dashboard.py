@@ -141,6 +141,9 @@ class DashboardScreen(Screen[None]):
             self.table.cycle_sort("name")
         self.notify(f"sorted by {self.table.cycle_sort(self.table.sort_column)}", timeout=2)
 
+    def action_incidents(self) -> None:
+        self.app.open_incidents()
+
     def action_pause_feed(self) -> None:
         paused = self.feed.toggle_pause()
         self.notify("anomaly feed paused" if paused else "anomaly feed resumed", timeout=2)

@@ -41,7 +41,7 @@ RUN_STATE_STYLES = {
     "cancelled": "dim",
 }
 GOVERNANCE_LABELS = {"budget": "budget left", "health_anomalies": "anomalies",
-                     "active_secrets": "secrets in use"}
+                     "active_secrets": "secrets in use", "memory": "long-term memory"}
 ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "system": "dim",
                "tool": "magenta"}
 

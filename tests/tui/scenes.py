@@ -5,6 +5,7 @@ bytes on every run."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from promptui.themes import load_themes
 from runtime_core.control import (
     ControlError,
     DeadLetterView,
+    IncidentView,
     JournalEntryView,
     ProcessDetail,
     ProcessSummary,
@@ -156,6 +158,26 @@ DETAIL = ProcessDetail(
 )
 
 
+# Open ones first, then the latest seen (the order LocalControl.incidents gives).
+INCIDENTS = (
+    IncidentView("alert-handler", "a1b2c3d4e5f60718293a4b5c6d7e8f90", "open", 1, 4,
+                 "disk full on db-1", NOW - 600, NOW - 4, 3, ("a1b2c3d4e5f6",),
+                 last_payload='{"alert": "disk full on db-1", "severity": "critical"}'),
+    IncidentView("alert-handler", "0f0e0d0c0b0a09080706050403020100", "open", 2, 9,
+                 "api latency p99 > 2s", NOW - 1200, NOW - 65, 1,
+                 ("5a5a5a5a5a5a", "6b6b6b6b6b6b"), note="it is back",
+                 last_payload='{"alert": "api latency p99 > 2s", "p99_ms": 2310}'),
+    IncidentView("health-checker", "77aa88bb99cc00dd11ee22ff33aa44bb", "recovered", 1, 3,
+                 '["payments-api","healthz"]', NOW - 7200, NOW - 3600, 12, ("0c0c0c0c0c0c",),
+                 closed_at=NOW - 3600, resolved_by="recovered_when",
+                 last_payload='{"check": "healthz", "status": "resolved"}'),
+    IncidentView("alert-handler", "9c9c8d8d7e7e6f6f5a5a4b4b3c3c2d2d", "resolved", 1, 5,
+                 "cert expires in 7 days", NOW - 86400 * 2, NOW - 86400, 2, ("4d4d4d4d4d4d",),
+                 closed_at=NOW - 86400 + 600, resolved_by="ana", note="renewed",
+                 last_payload='{"alert": "cert expires in 7 days"}'),
+)
+
+
 # -- the journal of the scene: entries computed from their seq, so any size costs nothing ------
 # One run is eight entries; seq REWIND_SEQ is an operator's rewind.
 RUN_SHAPE = (("event_accepted", "cron event {event} accepted"),
@@ -230,6 +252,7 @@ class SceneControl:
         self.journal_size = journal_size
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.reads: list[dict[str, Any]] = []  # every journal_entries call (paging tests)
+        self.incident_list = list(INCIDENTS)  # a test may move one on to make a view stale
 
     @property
     def name(self) -> str:
@@ -329,6 +352,37 @@ class SceneControl:
     async def fork(self, name: str, entry_id: str, new_name: str) -> str:
         self._call("fork", name, entry_id, new_name)
         return new_name
+
+    async def incidents(self, process: str | None = None) -> list[IncidentView]:
+        return [v for v in self.incident_list if process in (None, v.process)]
+
+    def _incident(self, action: str, incident_id: str, generation: int,
+                  version: int) -> IncidentView:
+        """The incident as the runtime would check it: stale generation or version refused."""
+        view = next((v for v in self.incident_list if v.incident_id == incident_id), None)
+        if view is None:
+            raise ControlError(f"no incident {incident_id!r}")
+        if (generation, version) != (view.generation, view.version):
+            raise ControlError(
+                f"{action} refused: incident {incident_id[:8]} is at generation "
+                f"{view.generation} version {view.version}, the request was for generation "
+                f"{generation} version {version} (it changed since it was read); refresh and "
+                "decide again")
+        return view
+
+    async def resolve_incident(self, name: str, incident_id: str, *, generation: int,
+                               version: int, note: str = "") -> IncidentView:
+        self._call("resolve_incident", name, incident_id, generation, version, note)
+        view = self._incident("resolve", incident_id, generation, version)
+        return replace(view, state="resolved", version=version + 1, closed_at=NOW,
+                       resolved_by="operator", note=note)
+
+    async def reopen_incident(self, name: str, incident_id: str, *, generation: int,
+                              version: int, note: str = "") -> IncidentView:
+        self._call("reopen_incident", name, incident_id, generation, version, note)
+        view = self._incident("reopen", incident_id, generation, version)
+        return replace(view, state="open", generation=generation + 1, version=version + 1,
+                       occurrences=0, closed_at=None, resolved_by="", note=note)
 
     async def start_all(self) -> None:
         pass

@@ -1,0 +1,37 @@
+"""MemoryConfig: which long-term memory provider a process has and how the agent uses it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MemoryKind = Literal["none", "in_memory", "sqlite"]
+
+
+class MemoryConfig(BaseModel):
+    """``provider: none`` (the default) keeps no long-term memory. Unknown keys fail, as for
+    every process setting (this module cannot import config.StrictModel: config imports it)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    provider: MemoryKind = "none"
+    path: str | None = None  # sqlite only; default: beside the journal, else .promptui/memory.db
+    tools: bool = True  # offer remember / recall / forget to the agent
+    auto_inject: bool = False  # put the best matches for the trigger in each run's prompt
+    inject_limit: Annotated[int, Field(ge=1, le=20)] = 3
+    min_score: Annotated[float, Field(ge=0, le=1)] = 0.0  # share of the query's words matched
+    inject_timeout: Annotated[float, Field(gt=0, le=60)] = 5.0  # a slow store never stalls a run
+
+    @property
+    def enabled(self) -> bool:
+        return self.provider != "none"
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> MemoryConfig:
+        if self.path is not None and self.provider != "sqlite":
+            raise ValueError(f"memory.path applies to the sqlite provider, not {self.provider!r}")
+        if self.auto_inject and self.provider == "none":
+            raise ValueError("memory.auto_inject needs a provider: set memory.provider to "
+                             "in_memory or sqlite")
+        return self
