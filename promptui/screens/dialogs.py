@@ -112,6 +112,16 @@ class InjectDialog(ModalScreen[InjectRequest | None]):
         self.dismiss(None)
 
 
+def json_or_text(raw: str) -> Any:
+    """What an operator typed: JSON when it parses, else the text itself; None when empty."""
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw  # plain text is a fine observation
+
+
 @dataclass(frozen=True, slots=True)
 class ReconcileChoice:
     outcome: str  # "applied", "not_applied", "failed"
@@ -161,11 +171,7 @@ class ReconcileDialog(ModalScreen[ReconcileChoice | None]):
 
     @on(Button.Pressed, "#applied, #not_applied, #failed")
     def _decide(self, event: Button.Pressed) -> None:
-        raw = self.query_one("#result", Input).value
-        try:
-            result: Any = json.loads(raw) if raw.strip() else None
-        except json.JSONDecodeError:
-            result = raw  # plain text is a fine observation
+        result = json_or_text(self.query_one("#result", Input).value)
         outcome = str(event.button.id)
         self.dismiss(ReconcileChoice(outcome, result if outcome == "applied" else None,
                                      self.query_one("#note", Input).value))

@@ -4,7 +4,6 @@ or fails the run."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
+
+from promptui.screens.dialogs import json_or_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +70,7 @@ class EvidenceDialog(ModalScreen[EvidenceChoice | None]):
         if action == "returned" and not note.strip():
             self.notify("type a note for the model first", severity="warning")
             return
-        try:
-            evidence: Any = json.loads(raw) if raw.strip() else None
-        except json.JSONDecodeError:
-            evidence = raw  # plain text is fine evidence
-        self.dismiss(EvidenceChoice(action, evidence, note))
+        self.dismiss(EvidenceChoice(action, json_or_text(raw), note))
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
