@@ -121,9 +121,7 @@ class TimelineTable(DataTable[Text]):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
         self.entries: list[JournalEntryView] = []
-
-    def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
+        for key, label, width in COLUMNS:  # here, not on mount: the pump may draw before that
             self.add_column(label, key=key, width=width)
 
     def on_resize(self) -> None:

@@ -207,9 +207,7 @@ class KeyedTable(DataTable[Cell]):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.spec = tuple(columns)
         self._cells: dict[str, tuple[tuple[str, str, str], ...]] = {}
-
-    def on_mount(self) -> None:
-        for col in self.spec:
+        for col in self.spec:  # here, not on mount: a screen's first refresh may sync before
             self.add_column(col.label, key=col.key, width=col.width)
 
     @property
