@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runtime_core.agent.mcp_config import redacted_server
 from runtime_core.config import ProcessConfig
 from runtime_core.events import EventNotifier, RuntimeEvent
+from runtime_core.governance.config_patch import ConfigPatchError
 from runtime_core.incidents import Incident, value_text
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
@@ -44,11 +45,21 @@ PREVIEW_CHARS = 200
 
 
 class ControlError(RuntimeError):
-    """A command could not be carried out; the message says why and what to do."""
+    """A command could not be carried out; the message says why and what to do. ``code`` is
+    the machine-readable reason the HTTP API answers with (e.g. PROCESS_NOT_FOUND)."""
+
+    code: str = "REFUSED"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
 
 
 class ReadOnlyError(ControlError):
     """A mutating command on a read-only control plane."""
+
+    code = "READ_ONLY"
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +202,11 @@ class ControlPlane(Protocol):
     @property
     def read_only(self) -> bool: ...
 
+    @property
+    def link(self) -> str:
+        """Empty while the runtime is reachable; else what is wrong (e.g. "reconnecting")."""
+        ...
+
     def subscribe(self, maxsize: int = 10_000) -> EventStream: ...
 
     async def list_processes(self) -> list[ProcessSummary]: ...
@@ -227,8 +243,10 @@ class ControlPlane(Protocol):
 
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
-                              text: str = "", limit: int = 200) -> list[JournalEntryView]:
-        """Newest first; page with ``before_seq`` (the last seq you have)."""
+                              text: str = "", limit: int = 200,
+                              after_seq: int | None = None) -> list[JournalEntryView]:
+        """Newest first; page with ``before_seq`` (the last seq you have); ``after_seq`` gives
+        only what came after it (to follow a journal)."""
         ...
 
     async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan: ...
@@ -304,6 +322,10 @@ class LocalControl:
         return self._read_only
 
     @property
+    def link(self) -> str:
+        return ""  # in-process: always reachable
+
+    @property
     def notifier(self) -> EventNotifier:
         return self.runtime.notifier
 
@@ -314,7 +336,7 @@ class LocalControl:
         try:
             return self.runtime.get_process(name)
         except KeyError as exc:
-            raise ControlError(str(exc.args[0])) from None
+            raise ControlError(str(exc.args[0]), "PROCESS_NOT_FOUND") from None
 
     def _mutating(self, what: str) -> None:
         if self._read_only:
@@ -497,7 +519,8 @@ class LocalControl:
     # -- the journal, rewind and fork ----------------------------------------------------------
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
-                              text: str = "", limit: int = 200) -> list[JournalEntryView]:
+                              text: str = "", limit: int = 200,
+                              after_seq: int | None = None) -> list[JournalEntryView]:
         process = self._process(name)
         journal = process.journal
         if journal is None:
@@ -505,7 +528,7 @@ class LocalControl:
                                "(set journal: {level: checkpoint} in its manifest)")
         await journal.flush()
         entries = await journal.read(ReadFilter(
-            process=name, until_seq=before_seq, until_time=at_or_before,
+            process=name, until_seq=before_seq, until_time=at_or_before, since_seq=after_seq,
             entry_type=entry_type or None, contains=text or None, newest_first=True,
             limit=max(1, min(limit, 5000))))
         return [JournalEntryView(e.entry_id, e.seq, e.entry_type, e.run_id or "", e.timestamp,
@@ -566,6 +589,50 @@ class LocalControl:
         except (KeyError, ValueError, RuntimeError) as exc:
             raise ControlError(str(exc.args[0] if exc.args else exc)) from None
         return incident_view(name, incident, process.redact)
+
+    # -- what the HTTP API adds: status, triggers, health ---------------------------------------
+    async def process_status(self, name: str) -> dict[str, Any]:
+        """The process's ``status()`` dict, as JSON data."""
+        process = self._process(name)
+        data: dict[str, Any] = json.loads(json.dumps(process.status(), default=str))
+        return data
+
+    async def add_trigger(self, name: str, config: dict[str, Any]) -> str:
+        self._mutating("add trigger")
+        try:
+            return await self._process(name).add_trigger(config)
+        except (ValueError, TypeError) as exc:
+            raise ControlError(str(exc), "INVALID_CONFIG") from None
+
+    async def remove_trigger(self, name: str, trigger_id: str) -> None:
+        self._mutating("remove trigger")
+        try:
+            await self._process(name).remove_trigger(trigger_id)
+        except KeyError as exc:
+            raise ControlError(str(exc.args[0] if exc.args else exc), "TRIGGER_NOT_FOUND"
+                               ) from None
+
+    async def health_anomalies(self, name: str) -> list[dict[str, Any]] | None:
+        """Oldest first; None when the process has no health monitoring."""
+        process = self._process(name)
+        anomalies = process.health_anomalies()
+        return None if anomalies is None else redact_any(anomalies, process.redact)
+
+    async def clear_health_anomalies(self, name: str) -> int:
+        self._mutating("clear anomalies")
+        try:
+            return self._process(name).clear_health_anomalies()
+        except ValueError as exc:
+            raise ControlError(str(exc), "HEALTH_DISABLED") from None
+
+    async def update_health(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Change the health config live (a JSON merge patch, checked as a whole)."""
+        self._mutating("change health config")
+        try:
+            config = self._process(name).update_health(patch)
+        except ConfigPatchError as exc:
+            raise ControlError(str(exc), exc.code) from None
+        return config.model_dump(mode="json")
 
     async def start_all(self) -> None:
         await self.runtime.start_all()

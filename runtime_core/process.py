@@ -7,7 +7,7 @@ import asyncio
 import logging
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -45,8 +45,9 @@ from runtime_core.events import (
 )
 from runtime_core.events import BudgetWarning as BudgetWarningEvent
 from runtime_core.governance.budget import Budget, BudgetViolation
+from runtime_core.governance.config_patch import apply_patch
 from runtime_core.governance.escalation import EscalationTarget, Escalator
-from runtime_core.governance.health import HealthMonitor, args_hash
+from runtime_core.governance.health import HealthConfig, HealthMonitor, args_hash
 from runtime_core.governance.health_actions import HealthKeeper
 from runtime_core.governance.hooks import DispatchResult, HookEvent, HookManager
 from runtime_core.governance.inbox import Inbox
@@ -598,6 +599,39 @@ class AgentProcess:
         """Remove a trigger (KeyError if unknown); events it still held are dead-lettered
         "trigger removed"."""
         await self._triggers.remove(trigger_id)
+
+    # -- behavioral health, changed live ---------------------------------------------------------
+    def update_health(self, patch: Mapping[str, Any]) -> HealthConfig:
+        """Apply a JSON merge patch to the health config (ConfigPatchError, changing nothing,
+        on an unknown field or a bad value). It holds from the next recorded signal; ``enabled``
+        builds the monitor or drops it with its history."""
+        config = apply_patch(self.config.health, patch)
+        self.config.health = config
+        if not config.enabled:
+            self._health = None
+        elif self._health is None:
+            monitor = HealthMonitor(config, process_id=self.name, clock=self._clock)
+            self._health = HealthKeeper(self.name, self.process_id, monitor, self._notifier,
+                                        pause=self._pause_for_health, stop=self._stop_on_purpose,
+                                        escalate=self._escalate)
+        else:
+            self._health.monitor.apply_config(config)
+        if self._executor is not None:
+            self._executor.health = self._health
+        return config
+
+    def health_anomalies(self) -> list[dict[str, Any]] | None:
+        """The anomaly history, oldest first; None when monitoring is off."""
+        if self._health is None:
+            return None
+        return [a.to_dict() for a in self._health.monitor.anomalies]
+
+    def clear_health_anomalies(self) -> int:
+        """Forget the anomaly history; ValueError when monitoring is off."""
+        if self._health is None:
+            raise ValueError(f"process {self.name!r} has no health monitoring "
+                             "(health: {enabled: true})")
+        return self._health.monitor.clear_anomalies()
 
     # -- dead letters ----------------------------------------------------------------------------
     async def redeliver_dead_letters(self, event_ids: Iterable[str] | None = None) -> int:

@@ -1,0 +1,320 @@
+"""The routes under ``/api/v1``. Each one is a thin call on the control plane; what it
+answers is the same dataclass the embedded control room reads, dumped to JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Header, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import StreamingResponse
+
+from runtime_core.api.event_log import EventLog
+from runtime_core.control import (
+    DeadLetterView,
+    IncidentView,
+    JournalEntryView,
+    LocalControl,
+    ProcessDetail,
+    ProcessSummary,
+    RunView,
+)
+from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
+
+router = APIRouter(prefix="/api/v1")
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Mode = Literal["both", "conversation", "state", "cancel"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InjectBody(Strict):
+    payload: dict[str, Any] = Field(description="The event payload (a JSON object).")
+    trigger_type: str = Field("manual", min_length=1, max_length=64)
+
+
+class RedeliverBody(Strict):
+    event_ids: list[str] | None = Field(None, description="Dead letters to redeliver; "
+                                        "leave out for all.")
+
+
+class ReconcileBody(Strict):
+    outcome: Literal["applied", "not_applied", "failed"]
+    result: Any = None
+    note: str = Field("", max_length=10_000)
+
+
+class EvidenceBody(Strict):
+    action: Literal["supplied", "returned", "failed"]
+    evidence: Any = None
+    note: str = Field("", max_length=10_000)
+
+
+class RewindBody(Strict):
+    entry_id: str = Field(min_length=1, max_length=300, description="PROCESS:SEQ")
+    mode: Mode = "both"
+
+
+class ForkBody(Strict):
+    entry_id: str = Field(min_length=1, max_length=300)
+    new_name: str = Field(min_length=1, max_length=64)
+
+
+class IncidentBody(Strict):
+    generation: int
+    version: int
+    note: str = Field("", max_length=10_000)
+
+
+class RuntimeInfo(BaseModel):
+    name: str
+    version: str
+    read_only: bool
+    boot: str
+    process_count: int
+
+
+class Done(BaseModel):
+    name: str
+    state: str
+
+
+class Count(BaseModel):
+    name: str
+    count: int
+
+
+def control_of(request: Request) -> LocalControl:
+    control: LocalControl = request.app.state.control
+    return control
+
+
+def log_of(request: Request) -> EventLog:
+    log: EventLog = request.app.state.event_log
+    return log
+
+
+# -- the runtime ----------------------------------------------------------------------------
+@router.get("/health", summary="Liveness (no token needed)")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/runtime", response_model=RuntimeInfo)
+async def runtime_info(request: Request) -> RuntimeInfo:
+    control = control_of(request)
+    return RuntimeInfo(name=control.name, version=request.app.version,
+                       read_only=request.app.state.read_only, boot=log_of(request).boot,
+                       process_count=len(control.runtime.processes))
+
+
+@router.get("/events", summary="Server-sent runtime events (resumable with Last-Event-ID)",
+            response_class=StreamingResponse)
+async def events(request: Request, last_event_id: Annotated[
+        str, Header(max_length=200)] = "") -> StreamingResponse:
+    return StreamingResponse(log_of(request).stream(last_event_id),
+                             media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+# -- processes --------------------------------------------------------------------------------
+@router.get("/processes", response_model=list[ProcessSummary])
+async def list_processes(request: Request) -> list[ProcessSummary]:
+    return await control_of(request).list_processes()
+
+
+@router.get("/processes/{name}", summary="The process's status() dict")
+async def process_status(request: Request, name: str) -> dict[str, Any]:
+    return await control_of(request).process_status(name)
+
+
+@router.get("/processes/{name}/detail", response_model=ProcessDetail)
+async def process_detail(request: Request, name: str) -> ProcessDetail:
+    return await control_of(request).process_detail(name)
+
+
+async def _command(request: Request, name: str, action: str) -> Done:
+    control = control_of(request)
+    await getattr(control, action)(name)
+    return Done(name=name, state=(await control.process_status(name))["state"])
+
+
+@router.post("/processes/{name}/start", response_model=Done)
+async def start(request: Request, name: str) -> Done:
+    return await _command(request, name, "start")
+
+
+@router.post("/processes/{name}/stop", response_model=Done)
+async def stop(request: Request, name: str) -> Done:
+    return await _command(request, name, "stop")
+
+
+@router.post("/processes/{name}/restart", response_model=Done)
+async def restart(request: Request, name: str) -> Done:
+    return await _command(request, name, "restart")
+
+
+@router.post("/processes/{name}/suspend", response_model=Done)
+async def suspend(request: Request, name: str) -> Done:
+    return await _command(request, name, "suspend")
+
+
+@router.post("/processes/{name}/resume", response_model=Done)
+async def resume(request: Request, name: str) -> Done:
+    return await _command(request, name, "resume")
+
+
+@router.post("/processes/{name}/inject", status_code=202)
+async def inject(request: Request, name: str, body: InjectBody) -> dict[str, str]:
+    event_id = await control_of(request).inject(name, body.payload, body.trigger_type)
+    return {"name": name, "event_id": event_id}
+
+
+# -- dead letters ------------------------------------------------------------------------------
+@router.get("/processes/{name}/dead-letters", response_model=list[DeadLetterView])
+async def dead_letters(request: Request, name: str) -> list[DeadLetterView]:
+    return list((await control_of(request).process_detail(name)).dead_letters)
+
+
+@router.post("/processes/{name}/dead-letters/redeliver", response_model=Count)
+async def redeliver(request: Request, name: str,
+                    body: Annotated[RedeliverBody | None, Body()] = None) -> Count:
+    ids = body.event_ids if body is not None else None
+    return Count(name=name, count=await control_of(request).redeliver(name, ids))
+
+
+@router.delete("/processes/{name}/dead-letters", response_model=Count)
+async def clear_dead_letters(request: Request, name: str) -> Count:
+    return Count(name=name, count=await control_of(request).clear_dead_letters(name))
+
+
+# -- triggers ---------------------------------------------------------------------------------
+@router.get("/processes/{name}/triggers")
+async def triggers(request: Request, name: str) -> list[dict[str, Any]]:
+    status = await control_of(request).process_status(name)
+    listed: list[dict[str, Any]] = status.get("triggers") or []
+    return listed
+
+
+@router.post("/processes/{name}/triggers", status_code=201)
+async def add_trigger(request: Request, name: str,
+                      config: Annotated[dict[str, Any], Body()]) -> dict[str, str]:
+    trigger_id = await control_of(request).add_trigger(name, config)
+    return {"name": name, "trigger_id": trigger_id}
+
+
+@router.delete("/processes/{name}/triggers/{trigger_id}")
+async def remove_trigger(request: Request, name: str, trigger_id: str) -> dict[str, str]:
+    await control_of(request).remove_trigger(name, trigger_id)
+    return {"name": name, "trigger_id": trigger_id}
+
+
+# -- the journal and runs -----------------------------------------------------------------------
+@router.get("/processes/{name}/journal", response_model=list[JournalEntryView])
+async def journal(request: Request, name: str,
+                  before_seq: Annotated[int | None, Query(ge=0)] = None,
+                  after_seq: Annotated[int | None, Query(ge=0)] = None,
+                  at_or_before: Annotated[float | None, Query(allow_inf_nan=False)] = None,
+                  type: Annotated[str | None, Query(max_length=64)] = None,
+                  text: Annotated[str, Query(max_length=500)] = "",
+                  limit: Annotated[int, Query(ge=1, le=5000)] = 200,
+                  ) -> list[JournalEntryView]:
+    return await control_of(request).journal_entries(
+        name, before_seq=before_seq, after_seq=after_seq, at_or_before=at_or_before,
+        entry_type=type, text=text, limit=limit)
+
+
+@router.get("/processes/{name}/runs", response_model=list[RunView])
+async def runs(request: Request, name: str,
+               state: Annotated[str | None, Query(max_length=32)] = None) -> list[RunView]:
+    listed = (await control_of(request).process_detail(name)).runs
+    return [r for r in listed if state is None or r.state == state]
+
+
+@router.get("/processes/{name}/runs/{run_id}/waiting")
+async def waiting_detail(request: Request, name: str, run_id: str) -> dict[str, Any]:
+    return await control_of(request).waiting_detail(name, run_id)
+
+
+@router.post("/processes/{name}/runs/{run_id}/reconcile")
+async def reconcile(request: Request, name: str, run_id: str,
+                    body: ReconcileBody) -> dict[str, str]:
+    await control_of(request).reconcile(name, run_id, body.outcome, result=body.result,
+                                        note=body.note)
+    return {"name": name, "run_id": run_id, "outcome": body.outcome}
+
+
+@router.post("/processes/{name}/runs/{run_id}/evidence")
+async def evidence(request: Request, name: str, run_id: str,
+                   body: EvidenceBody) -> dict[str, str]:
+    await control_of(request).answer_evidence(name, run_id, body.action,
+                                              evidence=body.evidence, note=body.note)
+    return {"name": name, "run_id": run_id, "action": body.action}
+
+
+# -- rewind and fork ---------------------------------------------------------------------------
+@router.get("/processes/{name}/rewind-plan", response_model=RewindPlan)
+async def rewind_plan(request: Request, name: str,
+                      entry_id: Annotated[str, Query(min_length=1, max_length=300)],
+                      mode: Mode = "both") -> RewindPlan:
+    return await control_of(request).rewind_plan(name, entry_id, mode)
+
+
+@router.post("/processes/{name}/rewind", response_model=RewindResult)
+async def rewind(request: Request, name: str, body: RewindBody) -> RewindResult:
+    return await control_of(request).rewind(name, body.entry_id, body.mode)
+
+
+@router.post("/processes/{name}/fork", status_code=201)
+async def fork(request: Request, name: str, body: ForkBody) -> dict[str, str]:
+    child = await control_of(request).fork(name, body.entry_id, body.new_name)
+    return {"name": child, "forked_from": name}
+
+
+# -- health ------------------------------------------------------------------------------------
+@router.get("/processes/{name}/health/anomalies")
+async def anomalies(request: Request, name: str) -> dict[str, Any]:
+    found = await control_of(request).health_anomalies(name)
+    if found is None:
+        return {"name": name, "health_enabled": False, "anomalies": [], "count": 0}
+    return {"name": name, "health_enabled": True, "anomalies": found, "count": len(found)}
+
+
+@router.delete("/processes/{name}/health/anomalies")
+async def clear_anomalies(request: Request, name: str) -> dict[str, Any]:
+    return {"name": name,
+            "anomalies_cleared": await control_of(request).clear_health_anomalies(name)}
+
+
+@router.patch("/processes/{name}/health")
+async def patch_health(request: Request, name: str,
+                       patch: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    config = await control_of(request).update_health(name, patch)
+    return {"name": name, "health_updated": True, "live": True,
+            "effective_from": "immediate", "health": config}
+
+
+# -- incidents ---------------------------------------------------------------------------------
+@router.get("/incidents", response_model=list[IncidentView])
+async def incidents(request: Request,
+                    process: Annotated[str | None, Query(max_length=200)] = None
+                    ) -> list[IncidentView]:
+    return await control_of(request).incidents(process)
+
+
+@router.post("/processes/{name}/incidents/{incident_id}/resolve", response_model=IncidentView)
+async def resolve_incident(request: Request, name: str, incident_id: str,
+                           body: IncidentBody) -> IncidentView:
+    return await control_of(request).resolve_incident(
+        name, incident_id, generation=body.generation, version=body.version, note=body.note)
+
+
+@router.post("/processes/{name}/incidents/{incident_id}/reopen", response_model=IncidentView)
+async def reopen_incident(request: Request, name: str, incident_id: str,
+                          body: IncidentBody) -> IncidentView:
+    return await control_of(request).reopen_incident(
+        name, incident_id, generation=body.generation, version=body.version, note=body.note)
+
+

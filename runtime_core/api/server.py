@@ -1,0 +1,96 @@
+"""``promptui serve``: the runtime headless behind the HTTP control API. Uvicorn serves the
+FastAPI app; the app's lifespan starts every process and, on SIGTERM or Ctrl+C, closes them
+cleanly (queued events are journaled, so a later start picks them up)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from runtime_core.api import errors
+from runtime_core.api.event_log import EventLog
+from runtime_core.api.guard import DEFAULT_MAX_BODY, Guard, is_loopback
+from runtime_core.api.routes import router
+from runtime_core.control import LocalControl
+
+log = logging.getLogger("promptui.serve")
+VERSION = "1"
+
+
+def create_app(control: LocalControl, *, token: str, read_only: bool = False,
+               loopback_only: bool = True, max_body: int = DEFAULT_MAX_BODY,
+               start_processes: bool = True) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.event_log = EventLog(control.notifier)
+        if start_processes:
+            await control.start_all()
+        try:
+            yield
+        finally:
+            app.state.event_log.close()
+            await control.close()  # journals what is queued; nothing accepted is lost
+
+    app = FastAPI(title="promptui control API", version=VERSION, lifespan=lifespan,
+                  openapi_url="/api/v1/openapi.json", docs_url=None, redoc_url=None,
+                  description="Steer a headless promptui runtime: processes, dead letters, "
+                  "triggers, the journal, runs, rewind, health and incidents. Every route but "
+                  "/api/v1/health needs 'Authorization: Bearer <token>'.")
+    app.state.control = control
+    app.state.read_only = read_only or control.read_only
+    errors.install(app)
+    app.include_router(router)
+    app.add_middleware(Guard, token=token, read_only=app.state.read_only,
+                       loopback_only=loopback_only, max_body=max_body)
+    return app
+
+
+class _Server(uvicorn.Server):
+    """Ends the event streams first on SIGTERM, or uvicorn would wait on them forever."""
+
+    on_exit: Callable[[], None] | None = None
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if self.on_exit is not None:
+            self.on_exit()
+        super().handle_exit(sig, frame)
+
+
+def make_server(app: FastAPI, *, host: str, port: int,
+                on_ready: Callable[[str], None] | None = None) -> _Server:
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                            lifespan="on", timeout_graceful_shutdown=10,
+                            server_header=False, date_header=False)
+    server = _Server(config)
+
+    def close_streams() -> None:
+        event_log: EventLog | None = getattr(app.state, "event_log", None)
+        if event_log is not None:
+            event_log.close()
+
+    server.on_exit = close_streams
+    if on_ready is not None:
+        original = server.startup
+
+        async def startup(sockets: Any = None) -> None:
+            await original(sockets)
+            if server.started:
+                bound = server.servers[0].sockets[0].getsockname()
+                shown = f"[{bound[0]}]" if ":" in str(bound[0]) else str(bound[0])
+                on_ready(f"http://{shown}:{bound[1]}")
+
+        server.startup = startup  # type: ignore[method-assign]
+    return server
+
+
+def serve(app: FastAPI, *, host: str, port: int,
+          on_ready: Callable[[str], None] | None = None) -> None:
+    if not is_loopback(host):
+        log.warning("listening on %s: plain HTTP; prefer an SSH tunnel to a loopback bind", host)
+    asyncio.run(make_server(app, host=host, port=port, on_ready=on_ready).serve())
