@@ -5,12 +5,17 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from promptui.headless import BUNDLED_DEMO, load_runtime
+
+if TYPE_CHECKING:
+    from promptui.settings import Settings
+    from runtime_core.control import ControlPlane
 
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 
@@ -31,19 +36,10 @@ def ui(
                                        "no animations, a 256-colour-safe theme."),
 ) -> None:
     """Open the control room on manifests (or the bundled demo)."""
-    from promptui.settings import SettingsError, load_settings, user_themes_dir
-    from promptui.themes import LOW_BANDWIDTH_THEME, load_themes
     from runtime_core.manifest import ManifestError
 
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+    settings = _settings()
     low = low_bandwidth or settings.low_bandwidth
-    if low:
-        os.environ.setdefault("TEXTUAL_FPS", "10")  # read when the app starts drawing
-        os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
     targets = list(paths) if paths else [BUNDLED_DEMO]
     try:
         runtime, warnings = load_runtime(targets, journal=journal)
@@ -51,8 +47,40 @@ def ui(
         for problem in exc.problems:
             err.print(escape(str(problem)))
         raise typer.Exit(1) from None
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    from runtime_core.control import LocalControl
+
+    name = "demo" if not paths else ", ".join(p.name for p in targets)[:24]
+    control = LocalControl(runtime, name=name,
+                           read_only=settings.read_only if read_only is None else read_only)
+    open_room(control, theme=theme, no_mouse=no_mouse, refresh=refresh, low_bandwidth=low)
+    err.print("Stopped cleanly; queued events and dead letters are kept in the journal.")
+
+
+def _settings() -> Settings:
+    from promptui.settings import SettingsError, load_settings
+
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
+def open_room(control: ControlPlane, *, theme: str | None, no_mouse: bool,
+              refresh: float | None, low_bandwidth: bool) -> None:
+    """Run the control room on ``control`` (embedded or attached) until the operator quits."""
+    from promptui.settings import user_themes_dir
+    from promptui.themes import LOW_BANDWIDTH_THEME, load_themes
+
+    settings = _settings()
+    low = low_bandwidth or settings.low_bandwidth
+    if low:
+        os.environ.setdefault("TEXTUAL_FPS", "10")  # read when the app starts drawing
+        os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
     themes, theme_warnings = load_themes(user_themes_dir())
-    for warning in [*warnings, *theme_warnings]:
+    for warning in theme_warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     chosen = theme or (LOW_BANDWIDTH_THEME if low else settings.theme)
     if chosen not in {t.name for t in themes} and chosen not in _builtin_theme_names():
@@ -60,22 +88,17 @@ def ui(
                   + ", ".join(t.name for t in themes))
         raise typer.Exit(2)
     from promptui.app import ControlRoom, tune_gc
-    from runtime_core.control import LocalControl
 
     # The runtime's log lines would scribble over the screen: keep them in a file.
     log_dir = Path(".promptui")
     log_dir.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=log_dir / "promptui.log", level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    name = "demo" if not paths else ", ".join(p.name for p in targets)[:24]
-    control = LocalControl(runtime, name=name,
-                           read_only=settings.read_only if read_only is None else read_only)
     app = ControlRoom(control, themes=themes, theme=chosen,
                       refresh_hz=refresh or settings.refresh_hz, low_bandwidth=low,
                       keymap=settings.keymap)
     tune_gc()
-    app.run(mouse=not no_mouse and settings.mouse)  # quitting closes the runtime
-    err.print("Stopped cleanly; queued events and dead letters are kept in the journal.")
+    app.run(mouse=not no_mouse and settings.mouse)  # quitting closes the control plane
 
 
 def _builtin_theme_names() -> set[str]:

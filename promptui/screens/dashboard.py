@@ -60,8 +60,9 @@ class DashboardScreen(Screen[None]):
              activity: list[str]) -> None:
         if not self.query(AnomalyFeed):
             return  # not composed yet; the store keeps everything for replay()
-        self.query_one(StatusHeader).show(self.app.control.name, store, now,
-                                          self.app.control.read_only)
+        control = self.app.control
+        self.query_one(StatusHeader).show(control.name, store, now, control.read_only,
+                                          control.link)
         self.table.sync(store.processes, now)
         self.feed.add(feed)
         self.query_one(ActivityLog).add(activity, now)

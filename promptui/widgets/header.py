@@ -1,5 +1,5 @@
-"""The one-line header: runtime name, clock, process counts by state, events/s, total queued
-and a read-only badge."""
+"""The one-line header: runtime name, clock, a reconnecting badge when an attached server is
+away, process counts by state, events/s, total queued and a read-only badge."""
 
 from __future__ import annotations
 
@@ -20,13 +20,17 @@ class StatusHeader(Static):
     StatusHeader { height: 1; width: 1fr; }
     """
 
-    def show(self, runtime_name: str, store: UIStore, now: float, read_only: bool) -> None:
+    def show(self, runtime_name: str, store: UIStore, now: float, read_only: bool,
+             link: str = "") -> None:
         counts = store.counts_by_state()
         text = Text()
         text.append(" promptui ", style="bold reverse")
         text.append(f" {runtime_name} ", style="bold")
         text.append(time.strftime("%H:%M:%S", time.localtime(now)), style="dim")
         text.append("  ")
+        if link:  # attached and the server went away: the view below is the last one seen
+            text.append(f" ⟳ {link.split(':', 1)[0]} ", style="bold white on red")
+            text.append("  ")
         wide = self.size.width >= WIDE
         for state, mark, style in STATE_MARKS:
             n = counts.get(state, 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -52,14 +53,18 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
 
 
 class _Server(uvicorn.Server):
-    """Ends the event streams first on SIGTERM, or uvicorn would wait on them forever."""
+    """Ends the event streams first on SIGTERM, or uvicorn would wait on them forever; and
+    does not raise the signal again after the clean stop (uvicorn's default), so a SIGTERM
+    ends the process with status 0."""
 
     on_exit: Callable[[], None] | None = None
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if self.on_exit is not None:
             self.on_exit()
-        super().handle_exit(sig, frame)
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True  # a second Ctrl+C: stop waiting for connections
+        self.should_exit = True
 
 
 def make_server(app: FastAPI, *, host: str, port: int,

@@ -253,6 +253,7 @@ class SceneControl:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.reads: list[dict[str, Any]] = []  # every journal_entries call (paging tests)
         self.incident_list = list(INCIDENTS)  # a test may move one on to make a view stale
+        self.link_problem = ""  # a test may set "reconnecting (...)" like an attached room
 
     @property
     def name(self) -> str:
@@ -261,6 +262,10 @@ class SceneControl:
     @property
     def read_only(self) -> bool:
         return self._read_only
+
+    @property
+    def link(self) -> str:
+        return self.link_problem
 
     def subscribe(self, maxsize: int = 10_000) -> _Stream:
         return _Stream(EVENTS)
@@ -392,9 +397,10 @@ class SceneControl:
 
 
 def scene_app(*, theme: str = "promptui-dark", read_only: bool = False,
-              journal_size: int = JOURNAL_SIZE) -> ControlRoom:
+              journal_size: int = JOURNAL_SIZE, link: str = "") -> ControlRoom:
     themes, _ = load_themes(NO_USER_THEMES)  # only the bundled ones: same bytes everywhere
     control = SceneControl(read_only=read_only, journal_size=journal_size)
+    control.link_problem = link
     return ControlRoom(control, themes=themes, theme=theme,
                        clock=lambda: NOW, monotonic=lambda: 0.0, autopump=False,
                        start_runtime=False)

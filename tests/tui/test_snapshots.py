@@ -73,6 +73,12 @@ def test_read_only_dashboard(snap_compare: Any, size: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_attached_dashboard_while_reconnecting(snap_compare: Any, size: tuple[int, int]) -> None:
+    app = scene_app(link="reconnecting (12s): cannot reach 127.0.0.1:8765: connection refused")
+    assert snap_compare(app, run_before=pumped(), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_filtered_dashboard(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=pumped("slash", *"!run"),
                         terminal_size=size)

@@ -1,0 +1,71 @@
+"""The control room attached to a served runtime through RemoteControl: the same screens and
+keys as embedded, and a header that says when the server is away and recovers by itself."""
+
+from __future__ import annotations
+
+import socket
+from contextlib import AsyncExitStack
+from typing import Any
+
+from promptui.app import ControlRoom
+from promptui.widgets.header import StatusHeader
+from runtime_core.api.client import RemoteControl
+from tests.served import TOKEN, served
+from tests.tui.conftest import until
+from tests.tui.test_detail import dead_letters, make_runtime, notes, open_detail, queued_ids
+
+
+def header_text(app: ControlRoom) -> str:
+    return str(app.screen.query_one(StatusHeader).content)
+
+
+async def test_attached_room_redelivers_a_dead_letter_by_key() -> None:
+    runtime = make_runtime()
+    async with served(runtime, name="ops") as url:
+        app = ControlRoom(RemoteControl(url, token=TOKEN), refresh_hz=20)
+        app.animation_level = "none"
+        async with app.run_test(size=(120, 40)) as pilot:
+            ids = await dead_letters(runtime, pilot, 2)
+            await until(pilot, lambda: "ops @ 127.0.0.1:" in header_text(app),
+                        what="the header naming the runtime and server")
+            screen = await open_detail(app, pilot, "worker")
+            await pilot.press("3")
+            table = screen.table("dead")
+            await until(pilot, lambda: table.keys == ids, what="the dead letters over HTTP")
+            await pilot.press("down")
+            await pilot.press("r")
+            await until(pilot, lambda: queued_ids(runtime) == [ids[1]], what="redelivered")
+            await until(pilot, lambda: table.keys == [ids[0]], what="the row gone")
+            await until(pilot, lambda: "1 redelivered to worker" in " ".join(notes(app)))
+            assert runtime.get_process("worker").status()["dead_letter_count"] == 1
+            await pilot.press("q")
+        # Quitting the attached room detached: the served runtime still runs.
+        assert runtime.get_process("worker").state.value == "suspended"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_header_says_reconnecting_then_recovers_without_a_restart(tmp_path: Any) -> None:
+    port = free_port()
+    journal = {"level": "checkpoint", "backend": "sqlite", "path": str(tmp_path / "j.db")}
+    first = AsyncExitStack()
+    url = await first.enter_async_context(served(make_runtime(journal=journal), port=port,
+                                                 name="ops"))
+    app = ControlRoom(RemoteControl(url, token=TOKEN), refresh_hz=20)
+    app.animation_level = "none"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: "worker" in app.store.processes, what="the row")
+        await first.aclose()  # the server stops (SIGTERM-like), the room stays open
+        await until(pilot, lambda: "reconnecting" in header_text(app),
+                    what="the reconnecting badge")
+        assert "worker" in app.store.processes  # the last view stays on screen
+        async with served(make_runtime(journal=journal), port=port, name="ops"):
+            await until(pilot, lambda: "reconnecting" not in header_text(app),
+                        what="the link back", timeout=15)
+            await until(pilot, lambda: app.store.processes["worker"].state == "running")
+            await pilot.press("q")
