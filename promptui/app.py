@@ -131,7 +131,10 @@ class ControlRoom(App[None]):
             elapsed = 1.0 / self.refresh_hz
         events = self._stream.drain(DRAIN_LIMIT)
         self.store.dropped = self._stream.dropped
-        summaries = await self.control.list_processes()
+        try:
+            summaries = await self.control.list_processes()
+        except ControlError:  # an attached server refusing us: its link state says why
+            summaries = list(self.store.processes.values())
         now = self.clock()
         self.store.update_processes(summaries)
         feed, activity = self.store.ingest(events, now, elapsed)

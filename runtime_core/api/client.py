@@ -12,7 +12,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -21,9 +21,11 @@ from runtime_core.api.sse import frames
 from runtime_core.api.wire import event_from_dict, load, load_list
 from runtime_core.control import (
     ControlError,
+    ControlPlane,
     DeadLetterView,
     IncidentView,
     JournalEntryView,
+    LocalControl,
     ProcessDetail,
     ProcessSummary,
     ReadOnlyError,
@@ -33,7 +35,6 @@ from runtime_core.events import RuntimeEvent
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 LIST_TIMEOUT = 3.0  # the UI pump asks every tick: a hung server must not hold it for long
 RETRY_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
@@ -139,6 +140,8 @@ class RemoteControl:
             raise ControlError(f"cannot reach the runtime at {self.url}: {why}",
                                "UNREACHABLE") from None
         if answer.status_code >= 400:
+            if answer.status_code == 401:
+                self._lost("the server refused the token")
             raise self._error(answer)
         if self._events_task is None or self._events_task.done():
             self._back()  # no stream to say so: a good answer is the news
@@ -388,3 +391,9 @@ class RemoteControl:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self._client.aclose()
+
+
+if TYPE_CHECKING:  # both transports are the one protocol the room and the CLI use
+    def _same_protocol(remote: RemoteControl, local: LocalControl
+                       ) -> tuple[ControlPlane, ControlPlane]:
+        return remote, local
