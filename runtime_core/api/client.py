@@ -36,7 +36,7 @@ from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
 
 log = logging.getLogger(__name__)
 LIST_TIMEOUT = 3.0  # the UI pump asks every tick: a hung server must not hold it for long
-RETRY_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
+RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)  # then every 2 s: a loopback retry costs little
 
 
 class RemoteStream:
@@ -93,6 +93,7 @@ class RemoteControl:
         self._problem_since: float | None = None
         self._summaries: list[ProcessSummary] = []
         self.reconnects = 0
+        self._greeted = False  # the current event stream said hello
         self.missed_events = 0  # events the server no longer had when the stream resumed
 
     # -- who and how ---------------------------------------------------------------------------
@@ -180,6 +181,7 @@ class RemoteControl:
     async def _follow_events(self) -> None:
         attempt = 0
         while True:
+            self._greeted = False
             try:
                 await self._read_events()
                 why = "the event stream ended"
@@ -190,8 +192,8 @@ class RemoteControl:
             except (httpx.HTTPError, OSError, ValueError) as exc:
                 why = f"event stream: {exc or type(exc).__name__}"
             self._lost(why)
+            attempt = 0 if self._greeted else attempt + 1  # a stream that worked starts over
             await asyncio.sleep(RETRY_SECONDS[min(attempt, len(RETRY_SECONDS) - 1)])
-            attempt += 1
             self.reconnects += 1
 
     async def _read_events(self) -> None:
@@ -204,6 +206,7 @@ class RemoteControl:
                 raise self._error(answer)
             async for frame in frames(answer.aiter_lines()):
                 if frame.event == "hello":
+                    self._greeted = True
                     hello = json.loads(frame.data)
                     self.missed_events += int(hello.get("missed", 0))
                     self._back()
