@@ -11,12 +11,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from promptui import __version__
+from promptui.attach_cli import attach
 from promptui.headless import BUNDLED_DEMO, load_runtime, run_headless
 from promptui.incidents_cli import incidents
 from promptui.journal_cli import journal_app, logs
 from promptui.locate_cli import locate
 from promptui.manifest_cli import init, validate
+from promptui.remote_cli import dead_letters, restart, resume, start, status, stop, suspend
 from promptui.rewind_cli import fork, rewind
+from promptui.serve_cli import serve
 from promptui.ui_cli import ui
 
 app = typer.Typer(
@@ -31,9 +34,18 @@ app.command("locate")(locate)
 app.command("validate")(validate)
 app.command("init")(init)
 app.command("ui")(ui)
+app.command("attach")(attach)
+app.command("serve")(serve)
 app.command("rewind")(rewind)
 app.command("fork")(fork)
 app.command("incidents")(incidents)
+app.command("status")(status)
+app.command("start")(start)
+app.command("stop")(stop)
+app.command("suspend")(suspend)
+app.command("resume")(resume)
+app.command("restart")(restart)
+app.command("dead-letters")(dead_letters)
 app.add_typer(journal_app, name="journal")
 
 

@@ -7,14 +7,20 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from promptui.journal_cli import JOURNAL_OPTION, _check_process, _fail
+from promptui.journal_cli import (
+    JOURNAL_OPTION,
+    TOKEN_OPTION,
+    URL_OPTION,
+    _check_process,
+    _fail,
+)
 from runtime_core.journal.provider import JournalError, ReadFilter
 from runtime_core.journal.rewind import (
     UnknownEntry,
@@ -26,6 +32,9 @@ from runtime_core.journal.rewind import (
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan
 from runtime_core.journal.sqlite import SQLiteJournal
 from runtime_core.journal.summary import summarize
+
+if TYPE_CHECKING:
+    from promptui.server_target import ServerTarget
 
 T = TypeVar("T")
 out = Console(highlight=False)
@@ -81,8 +90,19 @@ def rewind(
     yes: bool = typer.Option(False, "--yes", "-y", help="Apply without asking."),
     limit: int = typer.Option(30, "--limit", "-n", min=1, help="Entries to list."),
     journal_path: Path = JOURNAL_OPTION,
+    url: str | None = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
 ) -> None:
-    """List a process's recent entries, preview a rewind, or apply it (process not running)."""
+    """List a process's recent entries, preview a rewind, or apply it.
+
+    On the server given by --url or PROMPTUI_URL (or running here), else in the journal file
+    of a process that is not running."""
+    from promptui.remote_cli import server_for  # imported here: remote_cli imports this module
+
+    target = server_for(url, token, journal_path)
+    if target is not None:
+        _rewind_on_server(target, process, entry, mode, apply, yes, limit)
+        return
     if not journal_path.exists():
         raise _fail(f"no journal at {journal_path}; pass --journal PATH")
     _check_process(journal_path, process)
@@ -113,6 +133,44 @@ def rewind(
     _run(journal_path, process, entry, chosen, dry=False)
     out.print(f"Rewound {process} to just before {plan.target_entry_id}; its next start "
               "recovers this state.")
+
+
+def _rewind_on_server(target: ServerTarget, process: str, entry: str | None, mode: str,
+                      apply: bool, yes: bool, limit: int) -> None:
+    """The same steps through the server: the running process is suspended while it happens
+    and continues from the restored state."""
+    from promptui.remote_cli import on_server
+
+    try:
+        chosen = RewindMode(mode)
+    except ValueError:
+        raise _fail(f"unknown mode {mode!r}; use one of: {MODES}") from None
+    if entry is None:
+        views = on_server(target, lambda control: control.journal_entries(process, limit=limit))
+        for view in views:
+            out.print(f"{view.entry_id:>18}  {_clock(view.timestamp)}  {view.entry_type:<17} "
+                      f"{(view.run_id or '-')[:12]:<12}  {escape(view.summary)}",
+                      no_wrap=True, overflow="ellipsis")
+        out.print(f"Preview: promptui rewind {process} ENTRY --plan")
+        return
+    try:
+        entry_id = f"{process}:{parse_entry_id(process, entry)}"
+    except UnknownEntry as exc:
+        raise _fail(str(exc)) from None
+    if apply and chosen is RewindMode.CANCEL:
+        raise _fail("mode cancel only previews; choose another mode to apply")
+    plan = on_server(target, lambda control: control.rewind_plan(process, entry_id,
+                                                                 chosen.value))
+    print_plan(plan)
+    if not apply:
+        out.print(f"Apply: promptui rewind {process} {entry} --mode {chosen.value} --apply")
+        return
+    if not yes and not typer.confirm("Apply this rewind?", default=False):
+        out.print("Nothing changed.")
+        raise typer.Exit(1)
+    result = on_server(target, lambda control: control.rewind(process, entry_id, chosen.value))
+    out.print(f"Rewound {process} to just before {plan.target_entry_id} "
+              f"({result.rewind_entry_id}); it continues from this state.")
 
 
 def fork(

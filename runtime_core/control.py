@@ -16,8 +16,10 @@ from runtime_core.events import EventNotifier, RuntimeEvent
 from runtime_core.governance.config_patch import ConfigPatchError
 from runtime_core.incidents import Incident, value_text
 from runtime_core.journal.provider import ReadFilter
+from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
 from runtime_core.journal.summary import summarize
+from runtime_core.manifest import NAME_PATTERN
 from runtime_core.triggers.base import TriggerEvent
 
 if TYPE_CHECKING:
@@ -42,6 +44,12 @@ __all__ = [
 ]
 
 PREVIEW_CHARS = 200
+MAX_SEQ = 2**63 - 1  # journal sequence numbers are SQLite (64-bit) integers
+# The health monitor keeps windows of these sizes in memory: a live change stays bounded, so a
+# typo (or a hostile client) cannot make it allocate gigabytes.
+HEALTH_WINDOW_MAX = 10_000
+HEALTH_WINDOWS = ("stuck_threshold", "loop_window", "loop_min_repeats", "empty_threshold",
+                  "error_window")
 
 
 class ControlError(RuntimeError):
@@ -535,15 +543,19 @@ class LocalControl:
                                  process.redact(summarize(e))) for e in entries]
 
     async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan:
+        process = self._process(name)  # outside the try: its ControlError is a RuntimeError
+        _check_entry_id(name, entry_id)
         try:
-            return await self._process(name).rewind_plan(entry_id, mode)
+            return await process.rewind_plan(entry_id, mode)
         except (RuntimeError, ValueError) as exc:
             raise ControlError(str(exc)) from None
 
     async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult:
         self._mutating("rewind")
+        process = self._process(name)
+        _check_entry_id(name, entry_id)
         try:
-            return await self._process(name).rewind(entry_id, mode, actor="operator")
+            return await process.rewind(entry_id, mode, actor="operator")
         except (RuntimeError, ValueError) as exc:
             raise ControlError(str(exc)) from None
 
@@ -553,8 +565,13 @@ class LocalControl:
         new_name = new_name.strip()
         if not new_name:
             raise ControlError("the fork needs a name")
+        if not NAME_PATTERN.match(new_name):  # it becomes a path segment, a table row, a key
+            raise ControlError(f"{new_name!r} is not a process name: a letter, then up to 63 "
+                               "letters, digits, '-' or '_'", "INVALID_REQUEST")
+        process = self._process(name)
+        _check_entry_id(name, entry_id)
         try:
-            child = await self._process(name).fork(entry_id, new_name)
+            child = await process.fork(entry_id, new_name)
         except (RuntimeError, ValueError) as exc:
             raise ControlError(str(exc)) from None
         await child.start()
@@ -628,6 +645,13 @@ class LocalControl:
     async def update_health(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Change the health config live (a JSON merge patch, checked as a whole)."""
         self._mutating("change health config")
+        for key in HEALTH_WINDOWS:
+            value = patch.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) \
+                    and value > HEALTH_WINDOW_MAX:
+                raise ControlError(f"invalid HealthConfig: {key}: at most {HEALTH_WINDOW_MAX} "
+                                   f"(got {value}); the monitor keeps that many signals in "
+                                   "memory", "INVALID_CONFIG")
         try:
             config = self._process(name).update_health(patch)
         except ConfigPatchError as exc:
@@ -640,6 +664,22 @@ class LocalControl:
     async def close(self) -> None:
         """Stop every process cleanly (queued events are journaled, nothing is lost)."""
         await self.runtime.close()
+
+    async def shutdown(self) -> dict[str, dict[str, int]]:
+        """Close for a service restart: queued events and runs in flight are taken back by
+        the next start on the same journal (see ``AgentRuntime.shutdown``)."""
+        return await self.runtime.shutdown()
+
+
+def _check_entry_id(process: str, entry_id: str) -> None:
+    """Refuse an entry id whose number no journal can hold (it would overflow SQLite)."""
+    try:
+        seq = parse_entry_id(process, entry_id)
+    except UnknownEntry as exc:
+        raise ControlError(str(exc)) from None
+    if seq > MAX_SEQ:
+        raise ControlError(f"no journal entry {process}:{seq}: sequence numbers stop at "
+                           f"{MAX_SEQ}; list the entries with 'promptui rewind {process}'")
 
 
 def redact_any(value: Any, redact: Any) -> Any:

@@ -150,6 +150,7 @@ class AgentProcess:
         )
         self._instructions = self.config.instructions
         self._executor: RunExecutor | None = None
+        self._refusing_all = False  # shutting down for a service restart
         self._stamp: ProfileStamp | None = None  # profile, policy, config digest, budget
         self._rebuild_count = 0
         self._spawned: list[str] = []
@@ -390,6 +391,30 @@ class AgentProcess:
         if self._toolbox is not None:
             self._toolbox.release()
 
+    async def shutdown(self) -> dict[str, int]:
+        """Close for a service restart (SIGTERM): like a crash at a safe point. Triggers stop
+        taking events, everything journaled so far is made durable, then nothing more is
+        journaled while the process closes. The next start (same journal) re-queues what was
+        accepted and not finished, in order, and resumes runs in flight from their durable
+        steps, where stop() would dead-letter them "process stopped". Without a journal this
+        is close(). Returns how many events were left for the next start ("pending") and the
+        dead letters kept."""
+        if self._recorder is None or self._journal is None or self.state is S.CREATED:
+            await self.close()
+            return {"pending": 0, "dead_letters": len(self.dead_letters)}
+        self._refusing_all = True  # an inject from here on is refused, never half-accepted
+        for event in await self._triggers.stop_all(keep_leftovers=True):
+            self._delivery.offer(event)  # journaled as accepted: the next start takes it back
+        await self._journal.flush()
+        self._recorder.sealed = True
+        counts = {"pending": self._delivery.queue_size + self._delivery.pending_retries
+                  + len(self._inflight), "dead_letters": len(self.dead_letters)}
+        try:
+            await self.close()
+        finally:
+            self._refusing_all = False  # the recorder stays sealed: its journal is closed now
+        return counts
+
     async def suspend(self, reason: str = "manual") -> None:
         if self.state is not S.RUNNING:
             raise StateError(self.state, S.SUSPENDED, f"suspend() on process {self.name!r}")
@@ -428,6 +453,8 @@ class AgentProcess:
     def _refusal(self) -> str | None:
         """Why an arriving event cannot be queued now, as a dead-letter reason, or None."""
         state = self.state
+        if self._refusing_all:
+            return DeadLetterReason.PROCESS_STOPPED
         if state is S.FAILED:
             return DeadLetterReason.PROCESS_FAILED
         if state in (S.STOPPING, S.STOPPED):

@@ -158,11 +158,31 @@ class AgentRuntime:
 
     async def close(self) -> None:
         """Stop and close every process, then close the journals they shared."""
-        await self.stop_all()
-        for process in list(self._processes.values()):
-            await process.close()
-        for journal in self._journals.values():
-            await journal.close()
+        try:
+            await self.stop_all()
+            for process in list(self._processes.values()):
+                await process.close()
+        finally:  # a process that failed to stop must not leave a journal (and its thread) open
+            for journal in self._journals.values():
+                await journal.close()
+
+    async def shutdown(self) -> dict[str, dict[str, int]]:
+        """Close for a service restart (SIGTERM): every process as ``AgentProcess.shutdown``,
+        so the next start on the same journals takes back the queued events and the runs in
+        flight instead of finding them dead-lettered. Returns each process's counts."""
+        try:
+            processes = list(self._processes.values())
+            results = await asyncio.gather(*(p.shutdown() for p in processes),
+                                           return_exceptions=True)
+            counts: dict[str, dict[str, int]] = {}
+            for process, result in zip(processes, results, strict=True):
+                if isinstance(result, BaseException):
+                    raise result
+                counts[process.name] = result
+            return counts
+        finally:
+            for journal in self._journals.values():
+                await journal.close()
 
     async def __aenter__(self) -> AgentRuntime:
         await self.start_all()

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from starlette.responses import StreamingResponse
 
+from runtime_core.api import storable
 from runtime_core.api.event_log import EventLog
 from runtime_core.control import (
     DeadLetterView,
@@ -20,14 +21,23 @@ from runtime_core.control import (
     RunView,
 )
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
+from runtime_core.manifest import NAME_PATTERN
 
 router = APIRouter(prefix="/api/v1")
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Mode = Literal["both", "conversation", "state", "cancel"]
+Seq = Annotated[int | None, Query(ge=0, le=storable.MAX_INT)]  # SQLite integers: 64 bits
+# A JSON object body the journal can keep (see storable.py): checked before the command runs.
+JsonObject = Annotated[dict[str, Any], AfterValidator(storable.checked), Body()]
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _storable(self) -> Strict:
+        storable.checked(self.model_dump())
+        return self
 
 
 class InjectBody(Strict):
@@ -59,12 +69,12 @@ class RewindBody(Strict):
 
 class ForkBody(Strict):
     entry_id: str = Field(min_length=1, max_length=300)
-    new_name: str = Field(min_length=1, max_length=64)
+    new_name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN.pattern)
 
 
 class IncidentBody(Strict):
-    generation: int
-    version: int
+    generation: int = Field(ge=0, le=storable.MAX_INT)
+    version: int = Field(ge=0, le=storable.MAX_INT)
     note: str = Field("", max_length=10_000)
 
 
@@ -199,8 +209,7 @@ async def triggers(request: Request, name: str) -> list[dict[str, Any]]:
 
 
 @router.post("/processes/{name}/triggers", status_code=201)
-async def add_trigger(request: Request, name: str,
-                      config: Annotated[dict[str, Any], Body()]) -> dict[str, str]:
+async def add_trigger(request: Request, name: str, config: JsonObject) -> dict[str, str]:
     trigger_id = await control_of(request).add_trigger(name, config)
     return {"name": name, "trigger_id": trigger_id}
 
@@ -214,8 +223,8 @@ async def remove_trigger(request: Request, name: str, trigger_id: str) -> dict[s
 # -- the journal and runs -----------------------------------------------------------------------
 @router.get("/processes/{name}/journal", response_model=list[JournalEntryView])
 async def journal(request: Request, name: str,
-                  before_seq: Annotated[int | None, Query(ge=0)] = None,
-                  after_seq: Annotated[int | None, Query(ge=0)] = None,
+                  before_seq: Seq = None,
+                  after_seq: Seq = None,
                   at_or_before: Annotated[float | None, Query(allow_inf_nan=False)] = None,
                   type: Annotated[str | None, Query(max_length=64)] = None,
                   text: Annotated[str, Query(max_length=500)] = "",
@@ -289,8 +298,7 @@ async def clear_anomalies(request: Request, name: str) -> dict[str, Any]:
 
 
 @router.patch("/processes/{name}/health")
-async def patch_health(request: Request, name: str,
-                       patch: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+async def patch_health(request: Request, name: str, patch: JsonObject) -> dict[str, Any]:
     config = await control_of(request).update_health(name, patch)
     return {"name": name, "health_updated": True, "live": True,
             "effective_from": "immediate", "health": config}

@@ -1,6 +1,6 @@
 """``promptui serve``: the runtime headless behind the HTTP control API. Uvicorn serves the
-FastAPI app; the app's lifespan starts every process and, on SIGTERM or Ctrl+C, closes them
-cleanly (queued events are journaled, so a later start picks them up)."""
+FastAPI app; the app's lifespan starts every process and, on SIGTERM or Ctrl+C, shuts them
+down for a restart: what was queued or running is taken back by the next start."""
 
 from __future__ import annotations
 
@@ -30,13 +30,17 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.event_log = EventLog(control.notifier)
-        if start_processes:
-            await control.start_all()
-        try:
+        app.state.closed = False
+        try:  # a start that fails half-way still closes what it opened (journals, servers)
+            if start_processes:
+                await control.start_all()
             yield
         finally:
             app.state.event_log.close()
-            await control.close()  # journals what is queued; nothing accepted is lost
+            # The next start takes back what is queued or in flight; 'promptui serve' says how
+            # much from these counts.
+            app.state.left = await control.shutdown()
+            app.state.closed = True  # read by 'promptui serve' to tell a clean stop
 
     app = FastAPI(title="promptui control API", version=VERSION, lifespan=lifespan,
                   openapi_url="/api/v1/openapi.json", docs_url=None, redoc_url=None,

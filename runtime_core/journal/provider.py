@@ -28,9 +28,18 @@ class JournalError(RuntimeError):
 def to_json(value: Any, where: str) -> str:
     """Compact JSON, or a JournalError naming what could not be stored (no NaN, no objects)."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise JournalError(f"{where} is not JSON-serialisable: {exc}") from exc
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (JSON "\ud800" from a webhook) has no UTF-8 form and would fail the
+        # write, and with it the journal; as an escape it is still JSON and reads back the same.
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,9 @@ class ProcessRecorder:
 
     #: Set by a process with scoped secrets: every entry is redacted before it is written.
     redact: Callable[[Any], Any] | None = None
+    #: Set by a shutdown for a service restart: nothing more is written, so the journal reads
+    #: as a crash at a safe point and the next start takes back what was pending.
+    sealed: bool = False
 
     def _entry(self, entry_type: str, data: dict[str, Any], run_id: str | None = None
                ) -> JournalEntry:
@@ -42,6 +45,8 @@ class ProcessRecorder:
     def submit(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                attachment: Any = None) -> JournalEntry:
         entry = self._entry(entry_type, data, run_id)
+        if self.sealed:
+            return entry
         if self.redact is not None and attachment is not None:
             attachment = self.redact(attachment)
         self.journal.submit(entry, attachment=attachment)
@@ -49,6 +54,8 @@ class ProcessRecorder:
 
     async def append(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                      attachment: Any = None) -> JournalEntry:
+        if self.sealed:
+            return self._entry(entry_type, data, run_id)
         if self.redact is not None and attachment is not None:
             attachment = self.redact(attachment)
         return await self.journal.append(self._entry(entry_type, data, run_id),

@@ -130,6 +130,17 @@ async def test_read_round_trips_every_field(journal: Any) -> None:
     assert got is not entry
 
 
+async def test_a_lone_surrogate_is_kept_and_the_journal_goes_on(journal: Any) -> None:
+    # JSON "\ud800" (a webhook can send it) has no UTF-8 form; it must neither fail the write
+    # nor the journal, and must read back as it came.
+    odd = E("p", "tool_result", {"payload": {"text": "a\ud800b", "\udfff": 1}})
+    await journal.append(odd)
+    await journal.append(E("p", "after"))
+    got = await journal.read(ReadFilter())
+    assert [e.to_dict() for e in got[:1]] == [odd.to_dict()]
+    assert [e.entry_type for e in got] == ["tool_result", "after"]
+
+
 async def test_submit_returns_a_future_and_commits_in_submission_order(journal: Any) -> None:
     order = ["a", "b", "a", "c", "a", "b", "a", "a"]
     done: list[int] = []

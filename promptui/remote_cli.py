@@ -1,0 +1,323 @@
+"""``promptui status``, ``start|stop|suspend|resume|restart NAME`` and ``dead-letters NAME``:
+commands against a served runtime (``--url``, ``PROMPTUI_URL`` or the ``promptui serve``
+running in this folder), else, where that makes sense, what the local journal knows. Also the
+shared bits ``logs`` and ``rewind`` use to go to a server: finding it, running a call, and
+printing a failure an operator can act on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from promptui.journal_cli import (
+    DEFAULT_JOURNAL,
+    JOURNAL_OPTION,
+    TOKEN_OPTION,
+    URL_OPTION,
+    _check_process,
+)
+from promptui.server_target import TOKEN_ENV, URL_ENV, ServerTarget, TargetError, find_server
+from runtime_core.api.client import RemoteControl
+from runtime_core.control import ControlError, DeadLetterView, ProcessSummary, preview
+from runtime_core.journal.inspect import connect_readonly, process_names, read_entries
+from runtime_core.journal.provider import JournalError
+
+T = TypeVar("T")
+out = Console(highlight=False)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+START_ONE = f"start one with 'promptui serve', or give --url / set {URL_ENV}"
+NO_SERVER = f"no server: {START_ONE}"
+SHORT_ID = 8  # event ids are uuids; the first characters are enough to name one
+NAME_ARGUMENT = typer.Argument(..., help="The process name.")
+HINTS = {
+    "UNAUTHORIZED": f"pass the server's token with --token (or set {TOKEN_ENV})",
+    "UNREACHABLE": "is 'promptui serve' running there? Check the URL and the port",
+}
+
+
+# -- the shared bits: which server, one call, the errors ---------------------------------------
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(code)
+
+
+def server_for(url: str | None, token: str | None,
+               journal: Path | None = None) -> ServerTarget | None:
+    """The server a command talks to, or None for the local journal. A ``--journal`` other
+    than the default, without ``--url``, means that file: an explicit flag beats the
+    environment and a server running here."""
+    if not url and journal is not None and journal != DEFAULT_JOURNAL:
+        return None
+    try:
+        return find_server(url, token)
+    except TargetError as exc:
+        raise fail(str(exc)) from None
+
+
+def need_server(url: str | None, token: str | None) -> ServerTarget:
+    target = server_for(url, token)
+    if target is None:
+        raise fail(NO_SERVER)
+    return target
+
+
+def on_server(target: ServerTarget, action: Callable[[RemoteControl], Awaitable[T]]) -> T:
+    """``action`` with a RemoteControl on ``target``, closed after; a refused or failed call is
+    printed in red and exits 1."""
+    try:
+        control = RemoteControl(target.url, token=target.token)
+    except ValueError as exc:
+        raise fail(f"{exc} ({target.found_by})") from None
+
+    async def go() -> T:
+        try:
+            return await action(control)
+        finally:
+            await control.close()
+
+    try:
+        return asyncio.run(go())
+    except ControlError as exc:
+        hint = HINTS.get(exc.code)
+        raise fail(f"{exc}; {hint}" if hint else str(exc), 1) from None
+
+
+# -- status ----------------------------------------------------------------------------------
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def status(
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON object."),
+    url: str | None = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+    journal: Path = JOURNAL_OPTION,
+) -> None:
+    """The processes of the served runtime; without a server, what the journal knows."""
+    target = server_for(url, token, journal)
+    if target is None:
+        _status_from_journal(journal, as_json)
+        return
+
+    async def read(control: RemoteControl) -> tuple[dict[str, Any], list[ProcessSummary]]:
+        info = await control.runtime_info()  # fails loudly; the list falls back to a cache
+        return info, await control.list_processes()
+
+    info, processes = on_server(target, read)
+    if as_json:
+        print(json.dumps({"runtime": info.get("name"), "url": target.url, "source": "server",
+                          "processes": [asdict(p) for p in processes]}, indent=2))
+        return
+    table = Table(title=f"{escape(str(info.get('name', '')))} @ {escape(target.url)}",
+                  box=box.SIMPLE_HEAD, expand=True, show_edge=False,
+                  padding=(0, 1, 0, 0))
+    for heading in ("process", "state", "queue", "runs", "fails", "dead", "wait", "health"):
+        table.add_column(heading, no_wrap=True)
+    table.add_column("last outcome", no_wrap=True, overflow="ellipsis", ratio=1)
+    for p in processes:
+        state = f"{p.state} ({p.suspend_reason})" if p.suspend_reason else p.state
+        table.add_row(escape(p.name), escape(state), f"{p.queue_depth}/{p.queue_capacity}",
+                      f"{p.invocations} (+{p.active_runs})" if p.active_runs else
+                      str(p.invocations), str(p.failure_streak), str(p.dead_letters),
+                      str(p.waiting_runs), escape(p.health), escape(p.last_outcome))
+    out.print(table)
+
+
+def _status_from_journal(path: Path, as_json: bool) -> None:
+    if not path.exists():
+        raise fail(f"no server running and no journal at {path}: {START_ONE}, or pass "
+                   "--journal PATH")
+    try:
+        rows = [_journal_row(path, name) for name in process_names(path)]
+    except (JournalError, sqlite3.DatabaseError) as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print(json.dumps({"runtime": None, "source": "journal", "journal": str(path),
+                          "processes": rows}, indent=2))
+        return
+    table = Table("process", "last state", "last entry", "at", "dead letters",
+                  title=f"from the journal (no server running): {escape(str(path))}",
+                  box=box.SIMPLE_HEAD)
+    for row in rows:
+        table.add_row(escape(row["name"]), escape(row["last_state"] or "-"),
+                      escape(row["last_entry_type"]), _when(row["last_entry_at"]),
+                      str(row["dead_letters"]))
+    out.print(table)
+    out.print("Live state, queues and runs need a server: 'promptui serve', or --url.")
+
+
+def _journal_row(path: Path, name: str) -> dict[str, Any]:
+    moves = read_entries(path, name, entry_type="state_transition", limit=1, newest_first=True)
+    last = read_entries(path, name, limit=1, newest_first=True)
+    return {"name": name,
+            "last_state": str(moves[0].data.get("to_state", "")) if moves else None,
+            "last_entry_type": last[0].entry_type if last else "",
+            "last_entry_at": last[0].timestamp if last else None,
+            "dead_letters": len(stored_dead_letters(path, name))}
+
+
+def stored_dead_letters(path: Path, process: str) -> list[DeadLetterView]:
+    """The dead letters the journal keeps for ``process``, read without changing the file."""
+    conn = connect_readonly(path)
+    try:
+        rows = conn.execute("SELECT event, reason, error, attempts, at FROM dead_letters "
+                            "WHERE process = ? ORDER BY ord", (process,)).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(f"cannot read the dead letters in {path}: {exc}") from exc
+    finally:
+        conn.close()
+    views = []
+    for event_text, reason, error, attempts, at in rows:
+        event = json.loads(event_text)
+        views.append(DeadLetterView(
+            str(event.get("event_id", "")), str(event.get("trigger_type", "")), str(reason),
+            str(error), int(attempts), datetime.fromtimestamp(float(at), UTC).isoformat(),
+            preview(event.get("payload", {}))))
+    return views
+
+
+# -- start, stop, suspend, resume, restart -----------------------------------------------------
+def _lifecycle(action: str, name: str, url: str | None, token: str | None) -> None:
+    target = need_server(url, token)
+
+    async def go(control: RemoteControl) -> str:
+        await getattr(control, action)(name)
+        return str((await control.process_status(name)).get("state", "?"))
+
+    out.print(f"{escape(name)}: {on_server(target, go)}")
+
+
+def start(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
+          token: str | None = TOKEN_OPTION) -> None:
+    """Start a stopped or failed process of the served runtime."""
+    _lifecycle("start", name, url, token)
+
+
+def stop(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
+         token: str | None = TOKEN_OPTION) -> None:
+    """Stop a process of the served runtime (its queued events go to the dead letters)."""
+    _lifecycle("stop", name, url, token)
+
+
+def suspend(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
+            token: str | None = TOKEN_OPTION) -> None:
+    """Suspend a running process: its queue fills, nothing runs."""
+    _lifecycle("suspend", name, url, token)
+
+
+def resume(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
+           token: str | None = TOKEN_OPTION) -> None:
+    """Resume a suspended process."""
+    _lifecycle("resume", name, url, token)
+
+
+def restart(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
+            token: str | None = TOKEN_OPTION) -> None:
+    """Stop (if needed) and start a process of the served runtime."""
+    _lifecycle("restart", name, url, token)
+
+
+# -- dead letters ------------------------------------------------------------------------------
+def dead_letters(
+    name: str = NAME_ARGUMENT,
+    redeliver: list[str] = typer.Option(None, "--redeliver", help="Redeliver this event "
+                                        "(an id or a unique prefix; repeat for more)."),
+    every: bool = typer.Option(False, "--all", help="Redeliver every dead letter."),
+    clear: bool = typer.Option(False, "--clear", help="Drop every dead letter."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list."),
+    url: str | None = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+    journal: Path = JOURNAL_OPTION,
+) -> None:
+    """List a process's dead letters; redeliver them (--redeliver ID, --all) or --clear them."""
+    if sum((bool(redeliver), every, clear)) > 1:
+        raise fail("choose one of --redeliver, --all or --clear")
+    changing = bool(redeliver) or every or clear
+    target = server_for(url, token, None if changing else journal)
+    if target is None:
+        if changing:
+            raise fail(NO_SERVER)
+        if not journal.exists():
+            raise fail(f"no server running and no journal at {journal}: {START_ONE}, or "
+                       "pass --journal PATH")
+        try:
+            _check_process(journal, name)
+            letters = stored_dead_letters(journal, name)
+        except JournalError as exc:
+            raise fail(str(exc)) from None
+        _print_letters(name, letters, as_json, f"from the journal (no server running): "
+                       f"{journal}", "Redelivering needs the runtime: 'promptui serve', then "
+                       f"promptui dead-letters {name} --all.")
+        return
+    if clear:
+        count = on_server(target, lambda control: control.clear_dead_letters(name))
+        out.print(f"{escape(name)}: {count} dead letter(s) cleared")
+    elif every or redeliver:
+        count = on_server(target, lambda control: _redeliver(control, name, redeliver))
+        out.print(f"{escape(name)}: {count} dead letter(s) redelivered")
+    else:
+        letters = on_server(target, lambda control: control.dead_letters(name))
+        _print_letters(name, letters, as_json, f"on {target.url}",
+                       f"Redeliver: promptui dead-letters {name} --redeliver ID (an id's first "
+                       "characters are enough) or --all; --json gives the full ids.")
+
+
+async def _redeliver(control: RemoteControl, name: str, wanted: list[str] | None) -> int:
+    """Redeliver all (no ids) or the named ones; an id may be a unique prefix."""
+    if not wanted:
+        return await control.redeliver(name, None)
+    known = [letter.event_id for letter in await control.dead_letters(name)]
+    ids = []
+    for given in wanted:
+        matches = [event_id for event_id in known if event_id.startswith(given)]
+        if given in known:
+            matches = [given]
+        if len(matches) != 1:
+            why = "matches several" if matches else "is not one of them"
+            raise ControlError(f"{given!r} {why}; {name} has {len(known)} dead letter(s): "
+                               f"list them with 'promptui dead-letters {name}'", "UNKNOWN_EVENT")
+        ids.append(matches[0])
+    return await control.redeliver(name, ids)
+
+
+def _print_letters(name: str, letters: list[DeadLetterView], as_json: bool, source: str,
+                   hint: str) -> None:
+    if as_json:
+        print(json.dumps([asdict(letter) for letter in letters], indent=2))
+        return
+    if not letters:
+        out.print(f"{escape(name)} has no dead letters ({escape(source)}).")
+        return
+    table = Table(title=f"{escape(name)}: {len(letters)} dead letter(s) {escape(source)}",
+                  box=box.SIMPLE_HEAD, expand=True, show_edge=False,
+                  padding=(0, 1, 0, 0))
+    for heading in ("event id", "trigger", "attempts", "when"):
+        table.add_column(heading, no_wrap=True)
+    table.add_column("reason", max_width=max(24, out.width // 3))
+    table.add_column("payload", no_wrap=True, overflow="ellipsis", ratio=1)
+    for letter in letters:
+        reason = f"{letter.reason}: {letter.error}" if letter.error else letter.reason
+        table.add_row(letter.event_id[:SHORT_ID], escape(letter.trigger_type),
+                      str(letter.attempts), escape(_iso_when(letter.dead_lettered_at)),
+                      escape(reason), escape(letter.payload_preview))
+    out.print(table)
+    out.print(escape(hint))
+
+
+def _iso_when(text: str) -> str:
+    try:
+        return datetime.fromisoformat(text).astimezone().strftime("%m-%d %H:%M:%S")
+    except ValueError:
+        return text

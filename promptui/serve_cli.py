@@ -1,0 +1,192 @@
+"""``promptui serve``: the runtime headless behind the HTTP control API, for an ops box where
+the runtime must outlive an SSH session. It prints where it listens, leaves a discovery file
+(``.promptui/serve.json``) for a CLI in the same folder, and stops cleanly on SIGTERM or
+Ctrl+C: queued events are journaled, so the next start picks them up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from promptui.headless import BUNDLED_DEMO, load_runtime
+from runtime_core.api.guard import DEFAULT_MAX_BODY, is_loopback
+
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+DISCOVERY_FILE = Path(".promptui") / "serve.json"
+PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+
+
+class LogFormat(str, Enum):
+    plain = "plain"
+    json = "json"
+
+
+class LogLevel(str, Enum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message (and the traceback, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(record.created))
+            + f".{int(record.msecs):03d}" + time.strftime("%z", time.localtime(record.created)),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            data["exc_info"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            data["exc_info"] = record.exc_text
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def configure_logging(log_format: LogFormat, level: LogLevel) -> None:
+    """The root logger to stderr; uvicorn's loggers go through the same handler."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format is LogFormat.json
+                         else logging.Formatter(PLAIN_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.value.upper())
+    for name in UVICORN_LOGGERS:
+        named = logging.getLogger(name)
+        named.handlers.clear()
+        named.propagate = True
+        named.setLevel(logging.NOTSET)
+
+
+def write_discovery(path: Path, data: dict[str, Any]) -> None:
+    """``path`` with ``data``, readable by its owner only, replaced in one step."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(data, indent=2) + "\n")
+    os.replace(partial, path)
+
+
+def remove_discovery(path: Path) -> None:
+    """Remove ``path`` if it is still ours (another server may have started since)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict) and data.get("pid") == os.getpid():
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def serve(
+    paths: list[Path] = typer.Argument(None, help="Manifest files or folders of .agent files "
+                                       "(default: the bundled demo)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on. Keep it "
+                             "loopback and reach it over an SSH tunnel."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535,
+                             help="Port to listen on (0: any free port)."),
+    journal: Path | None = typer.Option(None, "--journal", help="Journal file for every "
+                                        "journaling process (default: .promptui/journal.db)."),
+    read_only: bool = typer.Option(False, "--read-only", help="Answer reads only: every "
+                                   "mutating request is refused (403 READ_ONLY)."),
+    token_file: Path = typer.Option(Path(".promptui/token"), "--token-file",
+                                    help="The bearer token's file, made (0600) at first start; "
+                                    "PROMPTUI_TOKEN overrides it."),
+    log_format: LogFormat = typer.Option(LogFormat.plain, "--log-format",
+                                         help="Log lines on stderr: plain text or JSON."),
+    log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", help="Least log level."),
+    max_body: int = typer.Option(DEFAULT_MAX_BODY, "--max-body", min=1,
+                                 help="Largest request body in bytes."),
+) -> None:
+    """Run the runtime headless behind the HTTP control API (Ctrl+C or SIGTERM stops it)."""
+    from runtime_core.api.server import create_app, make_server
+    from runtime_core.api.token import TOKEN_ENV, TokenError, load_or_create_token
+    from runtime_core.control import LocalControl
+    from runtime_core.manifest import ManifestError
+
+    configure_logging(log_format, log_level)
+    targets = list(paths) if paths else [BUNDLED_DEMO]
+    try:
+        token, where = load_or_create_token(token_file)
+    except (TokenError, OSError) as exc:
+        err.print(f"[red]error:[/red] no API token: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    try:
+        runtime, warnings = load_runtime(targets, journal=journal)
+    except ManifestError as exc:
+        for problem in exc.problems:
+            err.print(escape(str(problem)))
+        raise typer.Exit(1) from None
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    loopback = is_loopback(host)
+    if not loopback:
+        err.print(f"[yellow]warning:[/yellow] listening on {escape(host)}, beyond this "
+                  "machine: the API is plain HTTP, so the token and everything else cross "
+                  "the network in clear. Prefer --host 127.0.0.1 and an SSH tunnel "
+                  "(ssh -L 8765:127.0.0.1:8765 ops-box).")
+    name = "demo" if not paths else ", ".join(p.name for p in targets)[:40]
+    control = LocalControl(runtime, name=name, read_only=read_only)
+    app = create_app(control, token=token, read_only=read_only, loopback_only=loopback,
+                     max_body=max_body)
+    from_env = where == TOKEN_ENV
+    shown = "token from PROMPTUI_TOKEN" if from_env else f"token in {where}"
+    discovery = DISCOVERY_FILE.absolute()
+    ready: list[str] = []
+
+    def on_ready(url: str) -> None:
+        ready.append(url)
+        write_discovery(discovery, {
+            "url": url, "pid": os.getpid(), "name": name,
+            "token_file": None if from_env else str(token_file.absolute())})
+        print(f"promptui serve: listening on {url} ({shown})", file=sys.stderr, flush=True)
+
+    server = make_server(app, host=host, port=port, on_ready=on_ready)
+    # uvicorn installs the same handler while it serves; this one covers the moments before
+    # (a SIGTERM while processes start still stops it) and after (a stock uvicorn raises the
+    # signal again once stopped, which would end the process with -15 instead of 0).
+    previous = {sig: signal.signal(sig, server.handle_exit)
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        asyncio.run(server.serve())
+    except (KeyboardInterrupt, SystemExit):  # a second Ctrl+C; uvicorn's exit on a bind error
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        remove_discovery(discovery)
+    if getattr(app.state, "closed", None) is False:  # None: the runtime never started
+        err.print("[red]error:[/red] the runtime did not stop cleanly (the log above says "
+                  "why); the next start recovers what the journal holds")
+        sys.stderr.flush()
+        os._exit(1)  # a journal left open keeps a thread that would hold the process forever
+    if not ready:
+        err.print(f"[red]error:[/red] the server did not start on {escape(host)}:{port}; the "
+                  "log above says why")
+        raise typer.Exit(1)
+    left: dict[str, dict[str, int]] = getattr(app.state, "left", {})
+    pending = sum(c["pending"] for c in left.values())
+    dead = sum(c["dead_letters"] for c in left.values())
+    print(f"promptui serve: stopped cleanly; {pending} queued or running event(s) are kept in "
+          f"the journal for the next start, {dead} dead letter(s) for redelivery",
+          file=sys.stderr, flush=True)
