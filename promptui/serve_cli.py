@@ -75,6 +75,8 @@ def configure_logging(log_format: LogFormat, level: LogLevel) -> None:
         named.handlers.clear()
         named.propagate = True
         named.setLevel(logging.NOTSET)
+    # watchfiles says "N changes detected" at INFO for every file a file_watch trigger sees.
+    logging.getLogger("watchfiles").setLevel(max(logging.WARNING, root.level))
 
 
 def write_discovery(path: Path, data: dict[str, Any]) -> None:

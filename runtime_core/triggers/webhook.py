@@ -453,8 +453,10 @@ class _SharedServer:
             await asyncio.wait([self._after])
         sock = await _listen_socket(self.host, self.port)
         config = uvicorn.Config(
-            self.app, host=self.host, port=self.port, log_level="warning", lifespan="off",
-            log_config=None,  # keep uvicorn off the host's logging setup (and off stderr)
+            # log_level None and log_config None: uvicorn's loggers are shared with the host
+            # (promptui serve logs through them), so their levels are the host's to set.
+            self.app, host=self.host, port=self.port, log_level=None, lifespan="off",
+            log_config=None,
             access_log=False, server_header=False, ws="none",
             timeout_graceful_shutdown=_GRACEFUL_STOP_SECONDS,
         )

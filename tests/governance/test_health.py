@@ -69,6 +69,8 @@ def test_defaults_match_the_table() -> None:
         ("empty_threshold", 1, 2),
         ("empty_max_chars", -1, 0),
         ("error_window", 1, 2),
+        ("error_window", 10_001, 10_000),  # windows live in memory: bounded
+        ("loop_window", 10**9, 10_000),
         ("error_rate_threshold", 0.0, 1.0),
         ("error_rate_threshold", 1.01, 0.01),
         ("cooldown", -0.1, 0.0),
