@@ -1,7 +1,7 @@
 """``promptui serve``: the runtime headless behind the HTTP control API, for an ops box where
 the runtime must outlive an SSH session. It prints where it listens, leaves a discovery file
 (``.promptui/serve.json``) for a CLI in the same folder, and stops cleanly on SIGTERM or
-Ctrl+C: queued events are journaled, so the next start picks them up."""
+Ctrl+C as a service restart: the next start re-queues what was queued or running."""
 
 from __future__ import annotations
 
