@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import socket
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 from promptui.app import ControlRoom
 from promptui.widgets.header import StatusHeader
 from runtime_core.api.client import RemoteControl
+from tests.e2e.test_serve import start_serve, write_agents
 from tests.served import TOKEN, served
 from tests.tui.conftest import until
 from tests.tui.test_detail import dead_letters, make_runtime, notes, open_detail, queued_ids
@@ -69,3 +71,35 @@ async def test_header_says_reconnecting_then_recovers_without_a_restart(tmp_path
                         what="the link back", timeout=15)
             await until(pilot, lambda: app.store.processes["worker"].state == "running")
             await pilot.press("q")
+
+
+async def test_attached_to_a_promptui_serve_subprocess(tmp_path: Path) -> None:
+    """The same, against a real 'promptui serve' in its own process (its own event loop)."""
+    server = start_serve(tmp_path, str(write_agents(tmp_path, judge=False)), "--journal",
+                         str(tmp_path / "journal.db"))
+    api = server.client()
+    try:
+        for n in range(2):  # 'broken' fails every run: two dead letters
+            api.post("/processes/broken/inject", json={"payload": {"n": n}}).raise_for_status()
+        app = ControlRoom(RemoteControl(server.url, token=server.token), refresh_hz=20)
+        app.animation_level = "none"
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: "broken" in app.store.processes
+                        and app.store.processes["broken"].dead_letters == 2,
+                        what="two dead letters in the row", timeout=15)
+            screen = await open_detail(app, pilot, "broken")
+            await pilot.press("3")
+            table = screen.table("dead")
+            await until(pilot, lambda: table.row_count == 2, what="the dead letters tab")
+            first = table.cursor_key
+            await pilot.press("r")
+            await until(pilot, lambda: "1 redelivered to broken" in " ".join(notes(app)),
+                        what="the redelivery")
+            # it ran again (and failed again: 'broken' always does)
+            await until(pilot, lambda: [r["event_id"] for r in api.get(
+                "/processes/broken/runs").json()].count(first) == 2,
+                what="the redelivered event run again")
+            await pilot.press("q")
+        assert api.get("/processes/broken").json()["state"] == "running"  # detached only
+    finally:
+        assert server.stop() == 0, server.stderr()
