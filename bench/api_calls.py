@@ -50,8 +50,25 @@ async def timed(calls: int, call: Any) -> list[float]:
     return out
 
 
-async def measure(url: str, token: str, calls: int) -> dict[str, Any]:
-    remote = RemoteControl(url, token=token)
+def start_server(work: Path, env: dict[str, str], port: int) -> tuple[subprocess.Popen[str],
+                                                                     str]:
+    discovery = work / ".promptui" / "serve.json"
+    discovery.unlink(missing_ok=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "promptui.cli", "serve", "echo.agent", "--port", str(port),
+         "--log-level", "warning"], cwd=work, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not discovery.exists():
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the server did not start: {server.stderr.read()}"
+                             if server.stderr else "the server did not start")
+        time.sleep(0.01)
+    return server, json.loads(discovery.read_text(encoding="utf-8"))["url"]
+
+
+async def measure(work: Path, env: dict[str, str], calls: int) -> dict[str, Any]:
+    server, url = start_server(work, env, 0)
+    remote = RemoteControl(url, token=env["PROMPTUI_TOKEN"])
     stream = remote.subscribe(maxsize=100_000)
     await remote.start_all()
     try:
@@ -79,9 +96,23 @@ async def measure(url: str, token: str, calls: int) -> dict[str, Any]:
         results["journal_page_200"] = figures(await timed(
             calls, lambda: remote.journal_entries("echo", limit=200)))
         results["events_dropped"] = stream.dropped
+        # The server restarts on the same port: how long until the attached side is back.
+        server.terminate()
+        results["sigterm_exit"] = await asyncio.to_thread(server.wait, 30)
+        while not remote.link:
+            await remote.list_processes()
+            await asyncio.sleep(0.01)
+        port = int(url.rsplit(":", 1)[1])
+        server, _ = await asyncio.to_thread(start_server, work, env, port)
+        t = time.perf_counter()
+        while remote.link:
+            await asyncio.sleep(0.005)
+        results["reconnect_after_restart_ms"] = round((time.perf_counter() - t) * 1000, 1)
         return results
     finally:
         await remote.close()
+        server.terminate()
+        server.wait(30)
 
 
 def main() -> None:
@@ -92,24 +123,8 @@ def main() -> None:
         work = Path(folder)
         (work / "echo.agent").write_text(MANIFEST, encoding="utf-8")
         env = {**os.environ, "PROMPTUI_TOKEN": "bench-token-0123456789abcdef"}
-        server = subprocess.Popen(
-            [sys.executable, "-m", "promptui.cli", "serve", "echo.agent", "--port", "0",
-             "--log-level", "warning"], cwd=work, env=env, stderr=subprocess.PIPE, text=True)
-        try:
-            discovery = work / ".promptui" / "serve.json"
-            deadline = time.monotonic() + 30
-            while not discovery.exists():
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"the server did not start: {server.stderr.read()}"
-                                     if server.stderr else "the server did not start")
-                time.sleep(0.05)
-            url = json.loads(discovery.read_text(encoding="utf-8"))["url"]
-            figures_ = asyncio.run(measure(url, env["PROMPTUI_TOKEN"], args.calls))
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-    print(json.dumps({"calls": args.calls, **figures_, "server_exit": server.returncode},
-                     indent=2))
+        found = asyncio.run(measure(work, env, args.calls))
+    print(json.dumps({"calls": args.calls, **found}, indent=2))
 
 
 if __name__ == "__main__":
