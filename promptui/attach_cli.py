@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from promptui.server_target import URL_ENV, TargetError, find_server
+from promptui.ui_cli import LOW_BANDWIDTH_OPTION, NO_MOUSE_OPTION, REFRESH_OPTION, THEME_OPTION
 
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 
@@ -19,18 +20,15 @@ def attach(
                                      f"(default: {URL_ENV}, or the server running here)."),
     token: str | None = typer.Option(None, "--token", help="The bearer token (default: "
                                      "PROMPTUI_TOKEN, or the token file of the server here)."),
-    theme: str | None = typer.Option(None, "--theme", help="Theme name (t cycles them)."),
+    theme: str | None = THEME_OPTION,
     read_only: bool = typer.Option(False, "--read-only", help="Watch only: every mutating "
                                    "action is off in this room."),
-    no_mouse: bool = typer.Option(False, "--no-mouse", help="Leave the mouse to the "
-                                  "terminal (native text selection)."),
-    refresh: float | None = typer.Option(None, "--refresh", min=1, max=30,
-                                         help="UI refresh rate in Hz (default 10)."),
-    low_bandwidth: bool = typer.Option(False, "--low-bandwidth", help="For SSH: a 3 Hz pump, "
-                                       "no animations, a 256-colour-safe theme."),
+    no_mouse: bool = NO_MOUSE_OPTION,
+    refresh: float | None = REFRESH_OPTION,
+    low_bandwidth: bool = LOW_BANDWIDTH_OPTION,
 ) -> None:
     """Open the control room on a served runtime (promptui serve)."""
-    from promptui.ui_cli import open_room
+    from promptui.ui_cli import open_room  # the room and Textual load only when it opens
     from runtime_core.api.client import RemoteControl
     from runtime_core.control import ControlError
 

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from promptui import __version__
 from promptui.attach_cli import attach
-from promptui.headless import BUNDLED_DEMO, load_runtime, run_headless
+from promptui.headless import BUNDLED_DEMO, load_or_exit, run_headless
 from promptui.incidents_cli import incidents
 from promptui.journal_cli import journal_app, logs
 from promptui.locate_cli import locate
@@ -71,17 +70,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the final status as JSON."),
 ) -> None:
     """Run processes headless with a live status table; Ctrl+C stops them cleanly."""
-    from runtime_core.manifest import ManifestError
-
-    targets = list(paths) if paths else [BUNDLED_DEMO]
-    try:
-        runtime, warnings = load_runtime(targets)
-    except ManifestError as exc:
-        for problem in exc.problems:
-            err.print(escape(str(problem)))
-        raise typer.Exit(1) from None
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    runtime = load_or_exit(paths, err)
     final = asyncio.run(run_headless(runtime, seconds=seconds, live=not as_json,
                                      console=console))
     if as_json:

@@ -9,10 +9,12 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.table import Table
 
 from runtime_core import AgentRuntime
@@ -46,6 +48,24 @@ def load_runtime(paths: list[Path], *,
     runtime = AgentRuntime()
     runtime._add_manifests(manifests)  # one validated batch
     return runtime, [w for m in manifests for w in m.warnings]
+
+
+def load_or_exit(paths: list[Path] | None, err: Console, *,
+                 journal: Path | None = None) -> AgentRuntime:
+    """``load_runtime`` for a command (the bundled demo when no path is given): every problem
+    printed and exit 1, or the runtime with its warnings printed."""
+    from runtime_core.manifest import ManifestError
+
+    try:
+        runtime, warnings = load_runtime(list(paths) if paths else [BUNDLED_DEMO],
+                                         journal=journal)
+    except ManifestError as exc:
+        for problem in exc.problems:
+            err.print(escape(str(problem)))
+        raise typer.Exit(1) from None
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    return runtime
 
 
 def status_table(runtime: AgentRuntime, elapsed: float, width: int = 120) -> Table:

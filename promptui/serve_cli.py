@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from promptui.headless import BUNDLED_DEMO, load_runtime
+from promptui.headless import BUNDLED_DEMO, load_or_exit
 from runtime_core.api.guard import DEFAULT_MAX_BODY, is_loopback
 
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -124,7 +124,6 @@ def serve(
     from runtime_core.api.server import create_app, make_server
     from runtime_core.api.token import TOKEN_ENV, TokenError, load_or_create_token
     from runtime_core.control import LocalControl
-    from runtime_core.manifest import ManifestError
 
     configure_logging(log_format, log_level)
     targets = list(paths) if paths else [BUNDLED_DEMO]
@@ -133,14 +132,7 @@ def serve(
     except (TokenError, OSError) as exc:
         err.print(f"[red]error:[/red] no API token: {escape(str(exc))}")
         raise typer.Exit(2) from None
-    try:
-        runtime, warnings = load_runtime(targets, journal=journal)
-    except ManifestError as exc:
-        for problem in exc.problems:
-            err.print(escape(str(problem)))
-        raise typer.Exit(1) from None
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    runtime = load_or_exit(targets, err, journal=journal)
     loopback = is_loopback(host)
     if not loopback:
         err.print(f"[yellow]warning:[/yellow] listening on {escape(host)}, beyond this "

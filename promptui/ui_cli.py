@@ -11,13 +11,21 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from promptui.headless import BUNDLED_DEMO, load_runtime
+from promptui.headless import load_or_exit
 
 if TYPE_CHECKING:
     from promptui.settings import Settings
     from runtime_core.control import ControlPlane
 
 err = Console(stderr=True, soft_wrap=True, highlight=False)
+# The room's own options, the same for 'ui' and 'attach'.
+THEME_OPTION = typer.Option(None, "--theme", help="Theme name (t cycles them).")
+NO_MOUSE_OPTION = typer.Option(False, "--no-mouse", help="Leave the mouse to the terminal "
+                               "(native text selection).")
+REFRESH_OPTION = typer.Option(None, "--refresh", min=1, max=30,
+                              help="UI refresh rate in Hz (default 10).")
+LOW_BANDWIDTH_OPTION = typer.Option(False, "--low-bandwidth", help="For SSH: a 3 Hz pump, no "
+                                    "animations, a 256-colour-safe theme.")
 
 
 def ui(
@@ -25,33 +33,20 @@ def ui(
                                        "(default: the bundled demo)."),
     journal: Path | None = typer.Option(None, "--journal", help="Journal file for every "
                                         "journaling process (default: .promptui/journal.db)."),
-    theme: str | None = typer.Option(None, "--theme", help="Theme name (t cycles them)."),
+    theme: str | None = THEME_OPTION,
     read_only: bool | None = typer.Option(None, "--read-only/--read-write",
                                           help="Watch only: every mutating action is off."),
-    no_mouse: bool = typer.Option(False, "--no-mouse", help="Leave the mouse to the "
-                                  "terminal (native text selection)."),
-    refresh: float | None = typer.Option(None, "--refresh", min=1, max=30,
-                                         help="UI refresh rate in Hz (default 10)."),
-    low_bandwidth: bool = typer.Option(False, "--low-bandwidth", help="For SSH: a 3 Hz pump, "
-                                       "no animations, a 256-colour-safe theme."),
+    no_mouse: bool = NO_MOUSE_OPTION,
+    refresh: float | None = REFRESH_OPTION,
+    low_bandwidth: bool = LOW_BANDWIDTH_OPTION,
 ) -> None:
     """Open the control room on manifests (or the bundled demo)."""
-    from runtime_core.manifest import ManifestError
-
     settings = _settings()
     low = low_bandwidth or settings.low_bandwidth
-    targets = list(paths) if paths else [BUNDLED_DEMO]
-    try:
-        runtime, warnings = load_runtime(targets, journal=journal)
-    except ManifestError as exc:
-        for problem in exc.problems:
-            err.print(escape(str(problem)))
-        raise typer.Exit(1) from None
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    runtime = load_or_exit(paths, err, journal=journal)
     from runtime_core.control import LocalControl
 
-    name = "demo" if not paths else ", ".join(p.name for p in targets)[:24]
+    name = "demo" if not paths else ", ".join(p.name for p in paths)[:24]
     control = LocalControl(runtime, name=name,
                            read_only=settings.read_only if read_only is None else read_only)
     open_room(control, theme=theme, no_mouse=no_mouse, refresh=refresh, low_bandwidth=low)
