@@ -16,12 +16,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
-from textual.widgets.data_table import ColumnKey
 
 from promptui.actions import ActionSpec
 from promptui.screens.dialogs import ConfirmDialog
 from promptui.store import FeedLine, UIStore
-from promptui.widgets.detail_tabs import Cell, Col, KeyedTable, clip
+from promptui.widgets.detail_tabs import Cell, Col, KeyedTable, clip, fill_width
 from promptui.widgets.process_table import age
 from runtime_core.control import ControlError, IncidentView
 
@@ -86,15 +85,8 @@ def incident_detail(view: IncidentView | None, now: float) -> Text:
 
 class IncidentTable(KeyedTable):
     def on_resize(self) -> None:
-        # The fingerprint takes what is left, so no row ever needs a horizontal scrollbar.
-        fixed = sum(col.width or 0 for col in COLUMNS if col.key != "fingerprint")
-        fixed += 2 * self.cell_padding * len(COLUMNS)
-        column = self.columns[ColumnKey("fingerprint")]
-        width = max(10, self.size.width - fixed - 1)  # 1: the vertical scrollbar
-        if column.width != width:
-            column.width, column.auto_width = width, False
-            self._require_update_dimensions = True
-            self.refresh()
+        fill_width(self, "fingerprint",
+                   sum(col.width or 0 for col in COLUMNS if col.key != "fingerprint"))
 
 
 class IncidentsScreen(Screen[None]):

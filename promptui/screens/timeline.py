@@ -17,12 +17,11 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
-from textual.widgets.data_table import ColumnKey
 
 from promptui.actions import ActionSpec
 from promptui.screens.rewind_dialog import AskDialog, RewindPreview
 from promptui.store import FeedLine, UIStore
-from promptui.widgets.detail_tabs import clip
+from promptui.widgets.detail_tabs import clip, fill_width
 from runtime_core.control import ControlError, JournalEntryView
 from runtime_core.journal.rewind_plan import RewindResult
 
@@ -125,15 +124,7 @@ class TimelineTable(DataTable[Text]):
             self.add_column(label, key=key, width=width)
 
     def on_resize(self) -> None:
-        # The summary takes what is left, so no row ever needs a horizontal scrollbar.
-        fixed = sum(w for key, _, w in COLUMNS if key != "summary")
-        fixed += 2 * self.cell_padding * len(COLUMNS)
-        column = self.columns[ColumnKey("summary")]
-        width = max(10, self.size.width - fixed - 1)  # 1: the vertical scrollbar
-        if column.width != width:
-            column.width, column.auto_width = width, False
-            self._require_update_dimensions = True
-            self.refresh()
+        fill_width(self, "summary", sum(w for key, _, w in COLUMNS if key != "summary"))
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)

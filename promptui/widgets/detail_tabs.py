@@ -23,7 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Label, RichLog, Static
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from promptui.widgets.process_table import age
 from runtime_core.control import JournalEntryView, ProcessDetail, RunView, StepView
@@ -190,6 +190,18 @@ class Col:
     key: str
     label: str
     width: int | None
+
+
+def fill_width(table: DataTable[Any], key: str, fixed: int) -> None:
+    """Column ``key`` takes the width the others (``fixed`` cells wide in all) leave, so no
+    row ever needs a horizontal scrollbar. Call it from the table's on_resize."""
+    fixed += 2 * table.cell_padding * len(table.columns)
+    column = table.columns[ColumnKey(key)]
+    width = max(10, table.size.width - fixed - 1)  # 1: the vertical scrollbar
+    if column.width != width:
+        column.width, column.auto_width = width, False
+        table._require_update_dimensions = True
+        table.refresh()
 
 
 def _signature(cell: Cell) -> tuple[str, str, str]:
