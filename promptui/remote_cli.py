@@ -160,9 +160,14 @@ def _status_from_journal(path: Path, as_json: bool) -> None:
 
 def _journal_row(path: Path, name: str) -> dict[str, Any]:
     moves = read_entries(path, name, entry_type="state_transition", limit=1, newest_first=True)
+    shutdowns = read_entries(path, name, entry_type="shutdown", limit=1, newest_first=True)
     last = read_entries(path, name, limit=1, newest_first=True)
+    state = str(moves[0].data.get("to_state", "")) if moves else None
+    if shutdowns and (not moves or shutdowns[0].seq > moves[0].seq):
+        # 'promptui serve' stopped by SIGTERM: the journal is sealed there, as after a crash
+        state = f"shut down ({shutdowns[0].data.get('pending', 0)} pending)"
     return {"name": name,
-            "last_state": str(moves[0].data.get("to_state", "")) if moves else None,
+            "last_state": state,
             "last_entry_type": last[0].entry_type if last else "",
             "last_entry_at": last[0].timestamp if last else None,
             "dead_letters": len(stored_dead_letters(path, name))}

@@ -405,10 +405,11 @@ class AgentProcess:
         self._refusing_all = True  # an inject from here on is refused, never half-accepted
         for event in await self._triggers.stop_all(keep_leftovers=True):
             self._delivery.offer(event)  # journaled as accepted: the next start takes it back
-        await self._journal.flush()
-        self._recorder.sealed = True
         counts = {"pending": self._delivery.queue_size + self._delivery.pending_retries
                   + len(self._inflight), "dead_letters": len(self.dead_letters)}
+        await self._recorder.append(EntryType.SHUTDOWN, {"pending": counts["pending"]})
+        await self._journal.flush()
+        self._recorder.sealed = True
         try:
             await self.close()
         finally:

@@ -34,7 +34,7 @@ REFRESH_SECONDS = 1.0  # the newest page is re-read at most this often
 # `T` steps through these; None is "every type".
 TYPE_FILTERS: tuple[str | None, ...] = (None, "run_finished", "tool_intent", "tool_result",
                                         "context_update", "checkpoint", "rewind",
-                                        "state_transition")
+                                        "state_transition", "incident", "shutdown")
 REWIND_MARK = "⟲"
 COLUMNS = (("time", "Time", 8), ("seq", "Seq", 6), ("type", "Type", 18), ("run", "Run", 8),
            ("summary", "Summary", 10))

@@ -34,6 +34,8 @@ class EntryType:
     REWIND = "rewind"  # the state restored; the entries it skipped stay in the journal
     FORKED = "forked"  # the first entry of a process forked from another one's history
     INCIDENT = "incident"  # an incident opened, changed or got a run: its snapshot after
+    SHUTDOWN = "shutdown"  # a service shutdown sealed the journal: the next start takes back
+    # what was queued or running (nothing after it is journaled by that process object)
 
 
 @dataclass(slots=True)

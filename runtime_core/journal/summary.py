@@ -58,6 +58,8 @@ def summarize(entry: JournalEntry) -> str:
                 f"{d.get('actor', 'operator')}")
     if t == "forked":
         return f"forked from {d.get('from_process')} at {d.get('from_entry_id')}"
+    if t == EntryType.SHUTDOWN:
+        return (f"service shutdown: {d.get('pending', 0)} event(s) left for the next start")
     if t == EntryType.INCIDENT:
         return _incident(d)
     return _short(d, 70)

@@ -5,9 +5,13 @@ back, in order, and runs each event once."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner
+
+from promptui.cli import app
 from runtime_core import AgentRuntime, ProcessConfig, TriggerEvent, tool
 from tests.served import eventually
 
@@ -50,6 +54,11 @@ async def test_shutdown_leaves_queue_and_run_in_flight_to_the_next_start(tmp_pat
     assert counts == {"worker": {"pending": 4, "dead_letters": 0}}
     assert process.state.value == "stopped"
     assert not await process.inject(TriggerEvent("t", "manual", {"key": "late"}))
+    # The journal says where it was sealed; 'promptui status' without a server shows it.
+    shown = CliRunner().invoke(app, ["status", "--json", "--journal", str(journal)])
+    assert shown.exit_code == 0, shown.output
+    [row] = json.loads(shown.stdout)["processes"]
+    assert row["last_state"] == "shut down (4 pending)"
 
     gates[-1].set()  # a tool call from here on returns at once
     second = runtime_on(journal)
