@@ -58,6 +58,9 @@ def summarize(entry: JournalEntry) -> str:
                 f"{d.get('actor', 'operator')}")
     if t == "forked":
         return f"forked from {d.get('from_process')} at {d.get('from_entry_id')}"
+    if t == EntryType.RECONCILED:
+        note = f": {_short(d.get('note', ''), 60)}" if d.get("note") else ""
+        return f"{d.get('tool')} reconciled {d.get('outcome')} by {d.get('actor')}{note}"
     if t == EntryType.SHUTDOWN:
         return (f"service shutdown: {d.get('pending', 0)} event(s) left for the next start")
     if t == EntryType.INCIDENT:
