@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,10 +28,10 @@ from promptui.journal_cli import (
     URL_OPTION,
     _check_process,
 )
+from promptui.journal_status import journal_rows, print_journal_status, stored_dead_letters
 from promptui.server_target import TOKEN_ENV, URL_ENV, ServerTarget, TargetError, find_server
 from runtime_core.api.client import RemoteControl
-from runtime_core.control import ControlError, DeadLetterView, ProcessSummary, preview
-from runtime_core.journal.inspect import connect_readonly, process_names, read_entries
+from runtime_core.control import ControlError, DeadLetterView, ProcessSummary
 from runtime_core.journal.provider import JournalError
 
 T = TypeVar("T")
@@ -95,10 +95,6 @@ def on_server(target: ServerTarget, action: Callable[[RemoteControl], Awaitable[
 
 
 # -- status ----------------------------------------------------------------------------------
-def _when(ts: float | None) -> str:
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
-
-
 def status(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON object."),
     url: str | None = URL_OPTION,
@@ -108,7 +104,14 @@ def status(
     """The processes of the served runtime; without a server, what the journal knows."""
     target = server_for(url, token, journal)
     if target is None:
-        _status_from_journal(journal, as_json)
+        if not journal.exists():
+            raise fail(f"no server running and no journal at {journal}: {START_ONE}, or pass "
+                       "--journal PATH")
+        try:
+            rows = journal_rows(journal)
+        except (JournalError, sqlite3.DatabaseError) as exc:
+            raise fail(str(exc)) from None
+        print_journal_status(rows, journal, as_json, out)
         return
 
     async def read(control: RemoteControl) -> tuple[dict[str, Any], list[ProcessSummary]]:
@@ -133,64 +136,6 @@ def status(
                       str(p.invocations), str(p.failure_streak), str(p.dead_letters),
                       str(p.waiting_runs), escape(p.health), escape(p.last_outcome))
     out.print(table)
-
-
-def _status_from_journal(path: Path, as_json: bool) -> None:
-    if not path.exists():
-        raise fail(f"no server running and no journal at {path}: {START_ONE}, or pass "
-                   "--journal PATH")
-    try:
-        rows = [_journal_row(path, name) for name in process_names(path)]
-    except (JournalError, sqlite3.DatabaseError) as exc:
-        raise fail(str(exc)) from None
-    if as_json:
-        print(json.dumps({"runtime": None, "source": "journal", "journal": str(path),
-                          "processes": rows}, indent=2))
-        return
-    table = Table("process", "last state", "last entry", "at", "dead letters",
-                  title=f"from the journal (no server running): {escape(str(path))}",
-                  box=box.SIMPLE_HEAD)
-    for row in rows:
-        table.add_row(escape(row["name"]), escape(row["last_state"] or "-"),
-                      escape(row["last_entry_type"]), _when(row["last_entry_at"]),
-                      str(row["dead_letters"]))
-    out.print(table)
-    out.print("Live state, queues and runs need a server: 'promptui serve', or --url.")
-
-
-def _journal_row(path: Path, name: str) -> dict[str, Any]:
-    moves = read_entries(path, name, entry_type="state_transition", limit=1, newest_first=True)
-    shutdowns = read_entries(path, name, entry_type="shutdown", limit=1, newest_first=True)
-    last = read_entries(path, name, limit=1, newest_first=True)
-    state = str(moves[0].data.get("to_state", "")) if moves else None
-    if shutdowns and (not moves or shutdowns[0].seq > moves[0].seq):
-        # 'promptui serve' stopped by SIGTERM: the journal is sealed there, as after a crash
-        state = f"shut down ({shutdowns[0].data.get('pending', 0)} pending)"
-    return {"name": name,
-            "last_state": state,
-            "last_entry_type": last[0].entry_type if last else "",
-            "last_entry_at": last[0].timestamp if last else None,
-            "dead_letters": len(stored_dead_letters(path, name))}
-
-
-def stored_dead_letters(path: Path, process: str) -> list[DeadLetterView]:
-    """The dead letters the journal keeps for ``process``, read without changing the file."""
-    conn = connect_readonly(path)
-    try:
-        rows = conn.execute("SELECT event, reason, error, attempts, at FROM dead_letters "
-                            "WHERE process = ? ORDER BY ord", (process,)).fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise JournalError(f"cannot read the dead letters in {path}: {exc}") from exc
-    finally:
-        conn.close()
-    views = []
-    for event_text, reason, error, attempts, at in rows:
-        event = json.loads(event_text)
-        views.append(DeadLetterView(
-            str(event.get("event_id", "")), str(event.get("trigger_type", "")), str(reason),
-            str(error), int(attempts), datetime.fromtimestamp(float(at), UTC).isoformat(),
-            preview(event.get("payload", {}))))
-    return views
 
 
 # -- start, stop, suspend, resume, restart -----------------------------------------------------

@@ -1,5 +1,6 @@
-"""Read-only access to a journal file, for the command line: listing entries and verifying the
-file. Opens SQLite read-only, so inspecting a journal never changes it (not even a migration)."""
+"""Read-only access to a journal file, for the command line: listing entries and dead letters,
+and verifying the file. Opens SQLite read-only, so inspecting a journal never changes it (not
+even a migration)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.provider import JournalError
+from runtime_core.journal.provider import JournalError, StoredDeadLetter
 from runtime_core.journal.sqlite import SQLITE_HEADER, checksum
 
 _COLUMNS = ("SELECT e.process, i.process_id, e.seq, e.ts, e.entry_type, e.run_id, e.data, e.crc "
@@ -80,6 +81,20 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+def read_dead_letters(path: Path, process: str) -> list[StoredDeadLetter]:
+    """The dead letters the journal keeps for ``process``, oldest first."""
+    conn = connect_readonly(path)
+    try:
+        rows = conn.execute("SELECT event, reason, error, attempts, at FROM dead_letters "
+                            "WHERE process = ? ORDER BY ord", (process,)).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(f"cannot read the dead letters in {path}: {exc}") from exc
+    finally:
+        conn.close()
+    return [StoredDeadLetter(json.loads(event), str(reason), str(error), int(attempts),
+                             float(at)) for event, reason, error, attempts, at in rows]
 
 
 def _iter_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, int, str, str, int]]:

@@ -1,0 +1,66 @@
+"""What the journal alone says about its processes, for ``promptui status`` and ``promptui
+dead-letters`` when no server runs: read-only, so looking never changes the file."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from runtime_core.control import DeadLetterView, preview
+from runtime_core.journal.inspect import process_names, read_dead_letters, read_entries
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def journal_rows(path: Path) -> list[dict[str, Any]]:
+    """One row per process: its last state, its last entry and its dead letters."""
+    return [_journal_row(path, name) for name in process_names(path)]
+
+
+def _journal_row(path: Path, name: str) -> dict[str, Any]:
+    moves = read_entries(path, name, entry_type="state_transition", limit=1, newest_first=True)
+    shutdowns = read_entries(path, name, entry_type="shutdown", limit=1, newest_first=True)
+    last = read_entries(path, name, limit=1, newest_first=True)
+    state = str(moves[0].data.get("to_state", "")) if moves else None
+    if shutdowns and (not moves or shutdowns[0].seq > moves[0].seq):
+        # 'promptui serve' stopped by SIGTERM: the journal is sealed there, as after a crash
+        state = f"shut down ({shutdowns[0].data.get('pending', 0)} pending)"
+    return {"name": name,
+            "last_state": state,
+            "last_entry_type": last[0].entry_type if last else "",
+            "last_entry_at": last[0].timestamp if last else None,
+            "dead_letters": len(read_dead_letters(path, name))}
+
+
+def print_journal_status(rows: list[dict[str, Any]], path: Path, as_json: bool,
+                         out: Console) -> None:
+    if as_json:
+        print(json.dumps({"runtime": None, "source": "journal", "journal": str(path),
+                          "processes": rows}, indent=2))
+        return
+    table = Table("process", "last state", "last entry", "at", "dead letters",
+                  title=f"from the journal (no server running): {escape(str(path))}",
+                  box=box.SIMPLE_HEAD)
+    for row in rows:
+        table.add_row(escape(row["name"]), escape(row["last_state"] or "-"),
+                      escape(row["last_entry_type"]), _when(row["last_entry_at"]),
+                      str(row["dead_letters"]))
+    out.print(table)
+    out.print("Live state, queues and runs need a server: 'promptui serve', or --url.")
+
+
+def stored_dead_letters(path: Path, process: str) -> list[DeadLetterView]:
+    """The dead letters the journal keeps for ``process``, as the control plane shows them."""
+    return [DeadLetterView(
+        str(d.event.get("event_id", "")), str(d.event.get("trigger_type", "")), d.reason,
+        d.error, d.attempts, datetime.fromtimestamp(d.dead_lettered_at, UTC).isoformat(),
+        preview(d.event.get("payload", {}))) for d in read_dead_letters(path, process)]
