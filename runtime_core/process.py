@@ -971,7 +971,11 @@ class AgentProcess:
         self._checkpoint_soon()
 
     async def _park_for_evidence(self, run: Run) -> None:
-        """The run waits for an operator: its event stays accepted, nothing is retried."""
+        """The run waits for an operator: its event stays accepted, nothing is retried. It is
+        listed as waiting (with its detail) before the journal write is awaited, so no reader
+        sees a waiting run it cannot open; an answer is journaled after this entry anyway."""
+        self._inflight.pop(run.run_id, None)
+        self._waiting.add(evidence.parked(run))
         if self._recorder is not None:
             try:
                 await self._recorder.run_waiting(run.run_id, run.last_step, "",
@@ -979,8 +983,6 @@ class AgentProcess:
             except JournalError:
                 log.critical("process %s: could not journal that run %s waits for evidence",
                              self.name, run.run_id, exc_info=True)
-        self._inflight.pop(run.run_id, None)
-        self._waiting.add(evidence.parked(run))
         self._checkpoint_soon()
 
     def _flag_config_changes(self) -> None:
