@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_serve import poll, start_serve
+from tests.e2e.test_serve import no_server_left_behind, poll, start_serve
+
+__all__ = ["no_server_left_behind"]  # autouse: a failing test does not leave servers running
 
 WRITER = """\
 version: "1.0"
