@@ -103,3 +103,23 @@ async def test_attached_to_a_promptui_serve_subprocess(tmp_path: Path) -> None:
         assert api.get("/processes/broken").json()["state"] == "running"  # detached only
     finally:
         assert server.stop() == 0, server.stderr()
+
+
+def test_attach_says_what_is_wrong_before_opening_the_screen(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    from promptui.cli import app as cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PROMPTUI_URL", raising=False)
+    runner = CliRunner()
+    nothing = runner.invoke(cli, ["attach"])
+    assert nothing.exit_code == 2 and "no server to attach to" in nothing.output
+    bad = runner.invoke(cli, ["attach", "ftp://x"])
+    assert bad.exit_code == 2 and "not a server URL" in bad.output
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    gone = runner.invoke(cli, ["attach", f"http://127.0.0.1:{closed}", "--token", TOKEN])
+    assert gone.exit_code == 1 and "cannot reach the runtime" in gone.output
