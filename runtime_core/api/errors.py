@@ -1,10 +1,9 @@
-"""The API's one error shape, ``{"error": {"code", "message", "error_id"?}}``, and the HTTP
+"""The HTTP status of each control-plane refusal, in the API's one error shape (error_shape.py),
 status of each control-plane refusal. An unexpected exception is never quoted to the client:
 it gets a fixed message and an error id; the traceback goes to the log under that id."""
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from typing import Any
@@ -14,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
+from runtime_core.api.error_shape import error_body
 from runtime_core.control import ControlError
 
 log = logging.getLogger("promptui.api")
@@ -31,28 +31,9 @@ STATUS_OF_CODE = {
 }
 
 
-def error_body(code: str, message: str, error_id: str = "") -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if error_id:
-        error["error_id"] = error_id
-    return {"error": error}
-
-
 def error_response(status: int, code: str, message: str, *, error_id: str = "",
                    headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error_body(code, message, error_id), status_code=status, headers=headers)
-
-
-RawError = tuple[int, list[tuple[bytes, bytes]], bytes]
-
-
-def raw_error(status: int, code: str, message: str,
-              headers: dict[str, str] | None = None) -> RawError:
-    """The same error for the ASGI guard, which answers before any route runs."""
-    body = json.dumps(error_body(code, message)).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    return status, raw, body
 
 
 def _where(loc: tuple[Any, ...] | list[Any]) -> str:

@@ -9,7 +9,7 @@ import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from runtime_core.api.errors import raw_error
+from runtime_core.api.error_shape import raw_error
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
