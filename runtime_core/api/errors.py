@@ -1,6 +1,6 @@
-"""The HTTP status of each control-plane refusal, in the API's one error shape (error_shape.py),
-status of each control-plane refusal. An unexpected exception is never quoted to the client:
-it gets a fixed message and an error id; the traceback goes to the log under that id."""
+"""The HTTP status of each control-plane refusal, answered in the API's one error shape
+(error_shape.py). An unexpected exception is never quoted to the client: it gets a fixed
+message and an error id; the traceback goes to the log under that id."""
 
 from __future__ import annotations
 
