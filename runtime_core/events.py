@@ -259,30 +259,20 @@ class IncidentChanged(RuntimeEvent):
     fingerprint: str = ""  # the fingerprint's value, as text
 
 
-class Subscription:
-    """A bounded buffer of events for one subscriber. Oldest events are dropped when it is full."""
+class BoundedBuffer:
+    """Events kept for one reader. When full, the oldest event goes (and is counted in
+    ``dropped``), so a slow reader never slows the writer."""
 
-    def __init__(
-        self, notifier: EventNotifier, maxsize: int, kinds: frozenset[str] | None
-    ) -> None:
-        self._notifier = notifier
+    def __init__(self, maxsize: int) -> None:
         self._buffer: deque[RuntimeEvent] = deque()
         self._maxsize = maxsize
-        self.kinds = kinds
         self.dropped = 0
-        self._waiter: asyncio.Future[None] | None = None
-        self.closed = False
 
-    def _offer(self, event: RuntimeEvent) -> None:
-        if self.kinds is not None and event.kind not in self.kinds:
-            return
+    def push(self, event: RuntimeEvent) -> None:
         if len(self._buffer) >= self._maxsize:
             self._buffer.popleft()
             self.dropped += 1
         self._buffer.append(event)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
 
     def __len__(self) -> int:
         return len(self._buffer)
@@ -294,6 +284,27 @@ class Subscription:
             self._buffer.clear()
             return items
         return [self._buffer.popleft() for _ in range(limit)]
+
+
+class Subscription(BoundedBuffer):
+    """A bounded buffer of events for one subscriber. Oldest events are dropped when it is full."""
+
+    def __init__(
+        self, notifier: EventNotifier, maxsize: int, kinds: frozenset[str] | None
+    ) -> None:
+        super().__init__(maxsize)
+        self._notifier = notifier
+        self.kinds = kinds
+        self._waiter: asyncio.Future[None] | None = None
+        self.closed = False
+
+    def _offer(self, event: RuntimeEvent) -> None:
+        if self.kinds is not None and event.kind not in self.kinds:
+            return
+        self.push(event)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def get(self) -> RuntimeEvent:
         while not self._buffer:

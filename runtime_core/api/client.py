@@ -10,7 +10,6 @@ import contextlib
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
@@ -31,7 +30,7 @@ from runtime_core.control import (
     ReadOnlyError,
     RunView,
 )
-from runtime_core.events import RuntimeEvent
+from runtime_core.events import BoundedBuffer
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
 
 log = logging.getLogger(__name__)
@@ -39,27 +38,12 @@ LIST_TIMEOUT = 3.0  # the UI pump asks every tick: a hung server must not hold i
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)  # then every 2 s: a loopback retry costs little
 
 
-class RemoteStream:
+class RemoteStream(BoundedBuffer):
     """A bounded buffer the event-stream task fills; the oldest events go first when full."""
 
     def __init__(self, owner: RemoteControl, maxsize: int) -> None:
+        super().__init__(maxsize)
         self._owner = owner
-        self._buffer: deque[RuntimeEvent] = deque()
-        self._maxsize = maxsize
-        self.dropped = 0
-
-    def offer(self, event: RuntimeEvent) -> None:
-        if len(self._buffer) >= self._maxsize:
-            self._buffer.popleft()
-            self.dropped += 1
-        self._buffer.append(event)
-
-    def drain(self, limit: int | None = None) -> list[RuntimeEvent]:
-        if limit is None or limit >= len(self._buffer):
-            items = list(self._buffer)
-            self._buffer.clear()
-            return items
-        return [self._buffer.popleft() for _ in range(limit)]
 
     def close(self) -> None:
         self._owner._streams.discard(self)
@@ -215,7 +199,7 @@ class RemoteControl:
                 elif self._streams:
                     event = event_from_dict(json.loads(frame.data))
                     for stream in list(self._streams):
-                        stream.offer(event)
+                        stream.push(event)
                 if frame.event_id:
                     self._last_event_id = frame.event_id
 
