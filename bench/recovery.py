@@ -23,7 +23,7 @@ from pathlib import Path
 from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
 from runtime_core.journal import SQLiteJournal
 from runtime_core.journal.recorder import ProcessRecorder
-from runtime_core.recovery import recover_process
+from runtime_core.runs.recovery import recover_process
 
 
 def config(db: Path) -> ProcessConfig:

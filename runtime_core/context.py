@@ -7,9 +7,22 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from runtime_core.strict import StrictModel
 
 Message = dict[str, Any]
+
+
+class ContextConfig(StrictModel):
+    writable_keys: list[str] = Field(default_factory=list)
+    initial_state: dict[str, Any] = Field(default_factory=dict)
+    conversation_history: bool = True
+    conversation_max_messages: Annotated[int, Field(ge=0)] = 100
+    conversation_clear_on_stop: bool = False
+
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from runtime_core.agent.mcp_config import redacted_server
 from runtime_core.config import ProcessConfig
 from runtime_core.events import EventNotifier, RuntimeEvent
 from runtime_core.governance.config_patch import ConfigPatchError
-from runtime_core.incidents import Incident, value_text
+from runtime_core.incidents.book import Incident, value_text
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
@@ -24,7 +24,7 @@ from runtime_core.triggers.base import TriggerEvent
 
 if TYPE_CHECKING:
     from runtime_core.process import AgentProcess
-    from runtime_core.runs import Run
+    from runtime_core.runs.run import Run
     from runtime_core.runtime import AgentRuntime
 
 __all__ = [

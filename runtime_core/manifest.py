@@ -300,7 +300,7 @@ def _manifest_path(loc: tuple[Any, ...], overrides: dict[str, Any]) -> tuple[Any
 def _valid_keys_hint(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
     from pydantic import BaseModel
 
-    from runtime_core.config import TRIGGER_FIELDS, TriggerConfig
+    from runtime_core.triggers.config import TRIGGER_FIELDS, TriggerConfig
 
     if len(loc) == 3 and loc[0] == "servers":
         from runtime_core.agent.mcp_config import HttpServerConfig, StdioServerConfig

@@ -11,32 +11,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from runtime_core.agent.tools import Tool, tool
 
 if TYPE_CHECKING:
     from runtime_core.process import AgentProcess
 
-ExecutionMode = Literal["strict", "open"]
 CHILD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 META_TOOL_NAMES = ("list_triggers", "add_trigger", "remove_trigger", "spawn_process",
                    "update_instructions")
-
-
-class OpenModeConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    allow_trigger_management: bool = True
-    allowed_trigger_types: list[str] = Field(
-        default_factory=lambda: ["interval", "cron", "event", "message"])
-    max_dynamic_triggers: Annotated[int, Field(ge=0, le=100)] = 10
-    allow_process_spawn: bool = False  # children run beside the parent: opt in
-    max_spawned_processes: Annotated[int, Field(ge=0, le=50)] = 3
-    allow_instruction_change: bool = True
-    max_instruction_length: Annotated[int, Field(ge=100)] = 10_000
 
 
 class OpenModeRefused(Exception):

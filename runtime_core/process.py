@@ -12,17 +12,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from runtime_core import crashpoints, evidence
-from runtime_core.agent.factory import build_model, build_model_from, build_tools
+from runtime_core import crashpoints
+from runtime_core.agent.factory import build_model, build_tools
 from runtime_core.agent.mcp_config import check_server
 from runtime_core.agent.mcp_tools import McpToolbox
 from runtime_core.agent.model import Model
 from runtime_core.agent.tools import AgentTool, Tool
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock, SystemClock
-from runtime_core.config import ProcessConfig, TriggerConfig
+from runtime_core.config import ProcessConfig
 from runtime_core.context import AgentContext, ConversationBuffer
-from runtime_core.delivery import DeadLetterReason, Delivery
+from runtime_core.delivery.dead_letters import DeadLetterReason
+from runtime_core.delivery.queue import Delivery
 from runtime_core.events import (
     BudgetExceeded,
     ContextUpdated,
@@ -55,8 +56,8 @@ from runtime_core.governance.mission import Mission, MissionEvaluation
 from runtime_core.governance.mission_judge import build_evidence, judge
 from runtime_core.governance.payload_scan import scan_payload
 from runtime_core.governance.secrets import SecretScope
-from runtime_core.incident_keeper import Admission, IncidentKeeper
-from runtime_core.incidents import Incident
+from runtime_core.incidents.book import Incident
+from runtime_core.incidents.keeper import Admission, IncidentKeeper
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import JournalError, JournalProvider
@@ -72,13 +73,17 @@ from runtime_core.memory import (
     open_memory,
 )
 from runtime_core.open_mode import meta_tools
-from runtime_core.recovery import RecoveredRun, recover_process
 from runtime_core.rewinding import ProcessRewinder
-from runtime_core.run_identity import ProfileStamp, profile_stamp
-from runtime_core.runs import ResumePoint, Run, RunExecutor, RunState, render_event_message
+from runtime_core.runs import evidence
+from runtime_core.runs.executor import RunExecutor
+from runtime_core.runs.identity import ProfileStamp, profile_stamp
+from runtime_core.runs.recovery import RecoveredRun, recover_process
+from runtime_core.runs.run import ResumePoint, Run, RunState, render_event_message
+from runtime_core.runs.services import RunServices
+from runtime_core.runs.waiting import WaitingRuns
 from runtime_core.trigger_set import TriggerSet
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
-from runtime_core.waiting import WaitingRuns
+from runtime_core.triggers.config import TriggerConfig
 
 if TYPE_CHECKING:
     from runtime_core.runtime import AgentRuntime
@@ -271,6 +276,10 @@ class AgentProcess:
     def recent_runs(self) -> list[Run]:
         """Finished runs, oldest first (the last 100)."""
         return list(self._recent_runs)
+
+    def tools(self) -> dict[str, AgentTool]:
+        """The tools runs get since the last start, by name (empty before the first start)."""
+        return dict(self._executor.tools) if self._executor is not None else {}
 
     def active_runs(self) -> list[Run]:
         return list(self._inflight.values())
@@ -645,7 +654,8 @@ class AgentProcess:
         else:
             self._health.monitor.apply_config(config)
         if self._executor is not None:
-            self._executor.health = self._health
+            self._executor.services.watch_tool_call = \
+                self._health.tool_call if self._health else None
         return config
 
     def health_anomalies(self) -> list[dict[str, Any]] | None:
@@ -729,8 +739,9 @@ class AgentProcess:
                 await self._journal.open()  # reopened after close(); no second recovery
             if self._secrets is not None:
                 self._secrets.resolve()  # a missing variable fails the start, loudly
-            model = self._model_override or build_model(self.config, base_dir=self._base_dir)
-            tools: dict[str, AgentTool] = dict(build_tools(self.config, self._extra_tools))
+            model = self._model_override or build_model(self.config.model,
+                                                         base_dir=self._base_dir)
+            tools: dict[str, AgentTool] = dict(build_tools(self.config.tools, self._extra_tools))
             journal_file = self._journal.path if isinstance(self._journal, SQLiteJournal) else None
             self._memory = await open_memory(self._memory, self.config.memory, self.name,
                                              journal_file)  # kept open across stop()/start()
@@ -746,7 +757,7 @@ class AgentProcess:
                 tools.update(await self._toolbox.connect(set(tools)))
             self._stamp = profile_stamp(self.name, self.config, tools)
             self._flag_config_changes()
-            self._executor = RunExecutor(
+            self._executor = RunExecutor(RunServices(
                 process=self.name,
                 model=model,
                 tools=tools,
@@ -759,16 +770,19 @@ class AgentProcess:
                 recorder=self._recorder,
                 event_bus=self._bus,
                 broker=self._broker,
-                health=self._health,
+                watch_tool_call=self._health.tool_call if self._health else None,
                 autonomy=self._budget,
                 secrets=self._secrets,
                 hooks=self._tool_hooks,
-                inbox_block=self._inbox.prompt_block if self._inbox is not None else None,
-                mission_line=self._mission.prompt_line if self._mission is not None else None,
+                prompt_lines=[line for line in (
+                    self._budget.prompt_line if self._budget
+                    and self.config.budget.inject_remaining else None,
+                    self._mission.prompt_line if self._mission else None,
+                    self._inbox.prompt_block if self._inbox else None) if line is not None],
                 completion=self.config.profile.completion if self.config.profile else None,
                 memory_block=MemoryInjector(self._memory, self.config.memory)
                 if self._memory is not None and self.config.memory.auto_inject else None,
-            )
+            ))
             await self._triggers.start_all()
         except asyncio.CancelledError:
             await self._close_servers()
@@ -1081,7 +1095,7 @@ class AgentProcess:
     async def _judge_mission(self, run: Run) -> MissionEvaluation:
         assert self._mission is not None and self.config.mission.eval_model is not None
         if self._mission_judge is None:
-            self._mission_judge = build_model_from(self.config.mission.eval_model,
+            self._mission_judge = build_model(self.config.mission.eval_model,
                                                    base_dir=self._base_dir)
         tool_calls = [f"{step.name}({args_hash(step.args or {})[:8]})"
                       for step in run.steps if step.kind == "tool"]

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock
-from runtime_core.config import TriggerConfig
-from runtime_core.delivery import DeadLetterReason
+from runtime_core.delivery.dead_letters import DeadLetterReason
 from runtime_core.triggers.base import AcceptFn, AcceptResult, TriggerEvent
+from runtime_core.triggers.config import TriggerConfig
 from runtime_core.triggers.registry import create_trigger, trigger_id_for
 
 if TYPE_CHECKING:

@@ -1,21 +1,6 @@
-"""Models and tools."""
+"""The agent: models (echo, scripted, OpenAI-compatible) and tools (Python callables, MCP
+servers). Names load on first use (see the stub)."""
 
-from runtime_core.agent.model import Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec
-from runtime_core.agent.scripted import EchoModel, ScriptedModel
-from runtime_core.agent.tools import Tool, ToolContext, ToolError, load_tool, tool
+import lazy_loader
 
-__all__ = [
-    "EchoModel",
-    "Model",
-    "ModelError",
-    "ModelRequest",
-    "ModelTurn",
-    "ScriptedModel",
-    "Tool",
-    "ToolCall",
-    "ToolContext",
-    "ToolError",
-    "ToolSpec",
-    "load_tool",
-    "tool",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -1,23 +1,18 @@
-"""Build the model and the tools a ProcessConfig names."""
+"""Build the model and the tools a process's settings name."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
+from runtime_core.agent.config import ModelSetting, ToolDeclaration
 from runtime_core.agent.model import Model
 from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec
 from runtime_core.agent.scripted import EchoModel, ScriptedModel
 from runtime_core.agent.tools import Tool, ToolError, load_tool, tool
-from runtime_core.config import ProcessConfig, ToolDeclaration
 
 
-def build_model(config: ProcessConfig, *, base_dir: Path | None = None) -> Model:
-    return build_model_from(config.model, base_dir=base_dir)
-
-
-def build_model_from(setting: str | ScriptedModelSpec | RemoteModelSpec, *,
-                     base_dir: Path | None = None) -> Model:
+def build_model(setting: ModelSetting, *, base_dir: Path | None = None) -> Model:
     if isinstance(setting, ScriptedModelSpec):
         return ScriptedModel(setting)
     if isinstance(setting, RemoteModelSpec):
@@ -39,7 +34,8 @@ def build_model_from(setting: str | ScriptedModelSpec | RemoteModelSpec, *,
     raise ValueError(f"unknown model {setting!r}")  # the config validator already refuses these
 
 
-def build_tools(config: ProcessConfig, extra: Iterable[object] = ()) -> dict[str, Tool]:
+def build_tools(declared_tools: Iterable[str | ToolDeclaration], extra: Iterable[object] = ()
+                ) -> dict[str, Tool]:
     tools: dict[str, Tool] = {}
 
     def add(item: Tool) -> None:
@@ -47,7 +43,7 @@ def build_tools(config: ProcessConfig, extra: Iterable[object] = ()) -> dict[str
             raise ToolError(f"two tools are named {item.name!r}; give one of them name=")
         tools[item.name] = item
 
-    for declared in config.tools:
+    for declared in declared_tools:
         assert isinstance(declared, ToolDeclaration)
         add(
             load_tool(

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from runtime_core.strict import StrictModel
 
 SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 TOOL_PREFIX = re.compile(r"^[A-Za-z0-9_-]{0,32}$")
@@ -27,8 +29,8 @@ PYTHON_COMMANDS = ("python", "python3")
 REDACTED = "[redacted]"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(StrictModel):
+    model_config = ConfigDict(frozen=True)
 
 
 class _ServerBase(_Strict):

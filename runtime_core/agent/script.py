@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from runtime_core.strict import StrictModel
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class _Strict(StrictModel):
+    model_config = ConfigDict(populate_by_name=True)
 
 
 class ScriptedToolCall(_Strict):

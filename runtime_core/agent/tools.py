@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from runtime_core.agent.model import ToolSpec
+from runtime_core.strict import StrictModel
 from runtime_core.triggers.base import TriggerEvent
 
 Effect = Literal["read", "write"]
@@ -98,8 +99,8 @@ class AgentTool(Protocol):
     async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any: ...
 
 
-class _ArgsBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+class _ArgsBase(StrictModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
 
 @dataclass(slots=True)

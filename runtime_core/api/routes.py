@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 from starlette.responses import StreamingResponse
 
 from runtime_core.api import storable
@@ -22,6 +22,7 @@ from runtime_core.control import (
 )
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
 from runtime_core.manifest import NAME_PATTERN
+from runtime_core.strict import StrictModel
 
 router = APIRouter(prefix="/api/v1")
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -31,8 +32,7 @@ Seq = Annotated[int | None, Query(ge=0, le=storable.MAX_INT)]  # SQLite integers
 JsonObject = Annotated[dict[str, Any], AfterValidator(storable.checked), Body()]
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Strict(StrictModel):
 
     @model_validator(mode="after")
     def _storable(self) -> Strict:

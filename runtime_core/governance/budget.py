@@ -8,34 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from runtime_core.clock import Clock
-from runtime_core.governance.escalation import EscalationTarget
-from runtime_core.governance.keyed import KeyCheckedModel
-
-
-class ToolCostAnnotation(KeyCheckedModel):
-    cost_weight: Annotated[float, Field(gt=0)] = 1.0
-    irreversible: bool = False
-
-
-class BudgetConfig(KeyCheckedModel):
-    enabled: bool = False
-    max_tool_calls_per_run: Annotated[int, Field(ge=1)] | None = None
-    max_model_calls_per_run: Annotated[int, Field(ge=1)] | None = None
-    max_runs_per_day: Annotated[int, Field(ge=1)] | None = None
-    max_tool_calls_per_day: Annotated[int, Field(ge=1)] | None = None
-    max_cost_per_day: Annotated[float, Field(gt=0)] | None = None
-    max_irreversible_per_day: Annotated[int, Field(ge=0)] | None = None
-    tool_costs: dict[str, ToolCostAnnotation] = Field(default_factory=dict)
-    on_exceeded: Literal["pause", "stop", "escalate"] = "pause"
-    escalation: EscalationTarget | None = None
-    inject_remaining: bool = True
-    warning_threshold: Annotated[float, Field(gt=0, le=1)] = 0.8
-    daily_reset_hour_utc: Annotated[int, Field(ge=0, le=23)] = 0
+from runtime_core.governance.config import BudgetConfig, ToolCostAnnotation
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from runtime_core.governance.keyed import STRICT_KEYS_CONTEXT
+from runtime_core.strict import STRICT_KEYS_CONTEXT
 
 M = TypeVar("M", bound=BaseModel)
 

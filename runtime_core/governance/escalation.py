@@ -17,13 +17,11 @@ import json
 import logging
 import socket
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from pydantic import Field, field_validator, model_validator
 
-from runtime_core.governance.keyed import KeyCheckedModel
+from runtime_core.governance.config import EscalationTarget
 
 if TYPE_CHECKING:
     from runtime_core.bus import EventBus
@@ -32,39 +30,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["EscalationOutcome", "EscalationRefused", "EscalationTarget", "Escalator",
            "check_public_address"]
-
-
-class EscalationTarget(KeyCheckedModel):
-    """Where an escalation goes: ``webhook_url`` (a JSON POST) and/or ``event_type`` (an event
-    on the runtime's bus)."""
-
-    webhook_url: str | None = None
-    event_type: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    allow_private: bool = False  # LAN receivers only; also the only way to use plain http://
-    timeout: Annotated[float, Field(gt=0, le=120)] = 10.0
-
-    @field_validator("webhook_url")
-    @classmethod
-    def _check_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"webhook_url {value!r} must be an http:// or https:// URL "
-                             "with a host name")
-        if parts.username or parts.password:
-            raise ValueError("webhook_url must not carry credentials; put them in headers "
-                             "(e.g. Authorization) instead")
-        return value
-
-    @model_validator(mode="after")
-    def _plain_http_needs_opt_in(self) -> EscalationTarget:
-        # Plain http to the public internet would send anomaly details in clear text.
-        if self.webhook_url and self.webhook_url.startswith("http://") and not self.allow_private:
-            raise ValueError("webhook_url uses plain http://; use https:// or, for a receiver "
-                             "on your own network, set allow_private: true")
-        return self
 
 
 class EscalationRefused(Exception):

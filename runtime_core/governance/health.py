@@ -16,13 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Annotated, Any, ClassVar, Literal, Protocol
-
-from pydantic import Field
+from typing import Any, ClassVar, Protocol
 
 from runtime_core.clock import SystemClock
-from runtime_core.governance.escalation import EscalationTarget
-from runtime_core.governance.keyed import KeyCheckedModel
+from runtime_core.governance.config import EscalationTarget, HealthConfig
 
 __all__ = [
     "Anomaly",
@@ -32,26 +29,6 @@ __all__ = [
     "HealthMonitor",
     "args_hash",
 ]
-
-WINDOW_MAX = 10_000
-
-
-class HealthConfig(KeyCheckedModel):
-    """Behavioral health settings; every field can change on a running process."""
-
-    enabled: bool = False
-    # The windows are kept in memory: bounded, so a typo cannot make the monitor allocate GBs.
-    stuck_threshold: Annotated[int, Field(ge=2, le=WINDOW_MAX)] = 3
-    loop_window: Annotated[int, Field(ge=4, le=WINDOW_MAX)] = 20
-    loop_min_repeats: Annotated[int, Field(ge=2, le=WINDOW_MAX)] = 2
-    empty_threshold: Annotated[int, Field(ge=2, le=WINDOW_MAX)] = 3
-    empty_max_chars: Annotated[int, Field(ge=0)] = 10
-    error_window: Annotated[int, Field(ge=2, le=WINDOW_MAX)] = 10
-    error_rate_threshold: Annotated[float, Field(gt=0, le=1)] = 0.5
-    on_anomaly: Literal["log", "pause", "escalate", "stop"] = "log"
-    cooldown: Annotated[float, Field(ge=0)] = 300.0
-    escalation: EscalationTarget | None = None
-
 
 class AnomalyType(str, Enum):
     STUCK = "stuck"

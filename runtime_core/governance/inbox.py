@@ -11,26 +11,15 @@ import re
 import secrets as _random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
-
-from pydantic import Field
+from typing import Literal
 
 from runtime_core.clock import Clock
-from runtime_core.governance.keyed import KeyCheckedModel
+from runtime_core.governance.config import InboxConfig
 
 MessageType = Literal["directive", "context", "question", "correction"]
 Priority = Literal["low", "normal", "high", "critical"]
 _RANK = {"low": 0, "normal": 1, "high": 2, "critical": 3}
 ANSWER = re.compile(r"ANSWER Q(\d+):\s*(.*?)(?=ANSWER Q\d+:|\Z)", re.DOTALL)
-
-
-class InboxConfig(KeyCheckedModel):
-    enabled: bool = False
-    max_messages: Annotated[int, Field(ge=1)] = 50
-    max_message_length: Annotated[int, Field(ge=1)] = 2000
-    default_ttl: Annotated[float, Field(ge=0)] = 3600.0  # 0: no expiry
-    max_ttl: Annotated[float, Field(gt=0)] = 86400.0
-    rate_limit_per_sender: Annotated[int, Field(ge=1)] = 20  # per hour
 
 
 @dataclass(slots=True)

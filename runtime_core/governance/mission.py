@@ -11,14 +11,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
-
-from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec, check_model_setting
 from runtime_core.clock import Clock
-from runtime_core.governance.escalation import EscalationTarget
-from runtime_core.governance.keyed import KeyCheckedModel
+from runtime_core.governance.config import MissionConfig
 from runtime_core.triggers.base import TriggerEvent
 
 if TYPE_CHECKING:
@@ -27,42 +23,6 @@ if TYPE_CHECKING:
 MissionState = Literal["active", "completed", "failed", "paused"]
 Outcome = Literal["complete", "failed", "progress", "paused"]
 KEPT_EVALUATIONS = 20
-
-
-class MissionConfig(KeyCheckedModel):
-    enabled: bool = False
-    objective: str = ""
-    success_criteria: str = ""
-    success_check: str | None = None  # e.g. "state.invoices_booked >= 10"
-    # The judge's model, a setting like ProcessConfig.model (e.g. "scripted:judge.yaml").
-    eval_model: str | ScriptedModelSpec | RemoteModelSpec | None = None
-    confidence_threshold: Annotated[float, Field(ge=0, le=1)] = 0.7
-    eval_every: Annotated[int, Field(ge=1)] = 1
-    timeout_hours: Annotated[float, Field(ge=0)] = 0.0  # 0: no timeout
-    max_invocations: Annotated[int, Field(ge=0)] = 0  # 0: no limit
-    auto_complete: bool = True
-    escalation: EscalationTarget | None = None
-
-    @field_validator("success_check")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value:
-            # Imported here: the filter module registers itself with runtime_core.config.
-            from runtime_core.triggers.filters import compile_state_check
-
-            compile_state_check(value)  # a FilterError (a ValueError) names the column
-        return value
-
-    @field_validator("eval_model")
-    @classmethod
-    def _known_model(cls, value: str | ScriptedModelSpec | RemoteModelSpec | None) -> Any:
-        return None if value is None else check_model_setting(value)
-
-    @model_validator(mode="after")
-    def _judge_needs_an_objective(self) -> MissionConfig:
-        if self.enabled and self.eval_model and not self.objective:
-            raise ValueError("a mission judged by eval_model needs an objective to judge")
-        return self
 
 
 @dataclass(frozen=True, slots=True)

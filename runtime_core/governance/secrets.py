@@ -6,25 +6,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
-
-from pydantic import Field
+from typing import Any
 
 from runtime_core.clock import Clock
-from runtime_core.governance.keyed import KeyCheckedModel
+from runtime_core.governance.config import SecretScopeConfig
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class SecretError(RuntimeError):
     pass
-
-
-class SecretScopeConfig(KeyCheckedModel):
-    enabled: bool = False
-    secrets: dict[str, str] = Field(default_factory=dict)  # name -> value or "${ENV_VAR}"
-    default_ttl: Annotated[float, Field(gt=0)] | None = None
-    revoke_on_stop: bool = True
 
 
 class SecretScope:

@@ -1,25 +1,8 @@
-"""The journal: an append-only record of everything a process does, in SQLite by default."""
+"""The journal: an append-only record of everything a process does, in SQLite by default.
 
-from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.memory import MemoryJournal
-from runtime_core.journal.provider import (
-    JournalError,
-    JournalProvider,
-    OpenRun,
-    ReadFilter,
-    StoredDeadLetter,
-)
-from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
+Its names load on first use (PEP 562, the stub beside this file lists them), so a module that
+needs one part of the journal does not pay for the others."""
 
-__all__ = [
-    "DamagedJournal",
-    "EntryType",
-    "JournalEntry",
-    "JournalError",
-    "JournalProvider",
-    "MemoryJournal",
-    "OpenRun",
-    "ReadFilter",
-    "SQLiteJournal",
-    "StoredDeadLetter",
-]
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -12,7 +12,10 @@ from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import IndexRules, OpenRun, ReadFilter, StoredDeadLetter, to_json
 
 
-class MemoryJournal:
+class InMemoryJournal:
+    """A journal kept in memory, for tests and processes that need no durability. Same
+    behaviour as SQLiteJournal (tests/journal/test_conformance.py runs both)."""
+
     def __init__(self) -> None:
         self._entries: list[JournalEntry] = []
         self._seq: dict[str, int] = {}
@@ -159,3 +162,7 @@ def _contains(entry: JournalEntry, text: str) -> bool:
     needle = text.lower()
     return needle in entry.entry_type.lower() or needle in json.dumps(
         entry.data, default=str, separators=(",", ":"), ensure_ascii=False).lower()
+
+
+#: The name this class had before the spec's ``InMemoryJournal``; kept for old imports.
+MemoryJournal = InMemoryJournal

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from runtime_core.strict import StrictModel
 
 MemoryKind = Literal["none", "in_memory", "sqlite"]
 
 
-class MemoryConfig(BaseModel):
-    """``provider: none`` (the default) keeps no long-term memory. Unknown keys fail, as for
-    every process setting (this module cannot import config.StrictModel: config imports it)."""
+class MemoryConfig(StrictModel):
+    """``provider: none`` (the default) keeps no long-term memory."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)
 
     provider: MemoryKind = "none"
     path: str | None = None  # sqlite only; default: beside the journal, else .promptui/memory.db

@@ -14,7 +14,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterError, croniter
 
 from runtime_core.clock import Clock
-from runtime_core.config import TriggerConfig, register_trigger_validator
 from runtime_core.triggers.base import TriggerEvent
 
 DEFAULT_TIMEZONE = "UTC"
@@ -91,12 +90,3 @@ class CronTrigger:
             "cron_expression": self.expression,
             "timezone": self.timezone,
         })
-
-
-def _validate_config(config: TriggerConfig) -> None:
-    if config.type == "cron" and config.cron_expression is not None:
-        validate_cron(config.cron_expression, config.timezone)
-
-
-# Importing this module makes a bad cron expression or zone fail when its TriggerConfig loads.
-register_trigger_validator(_validate_config)

@@ -28,8 +28,8 @@ from typing import Any
 
 from watchfiles import Change, awatch
 
-from runtime_core.config import TriggerConfig
 from runtime_core.triggers.base import TriggerEvent
+from runtime_core.triggers.config import TriggerConfig
 
 log = logging.getLogger(__name__)
 

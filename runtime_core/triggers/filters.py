@@ -30,7 +30,6 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from runtime_core.config import TriggerConfig, register_trigger_validator
 from runtime_core.triggers.base import TriggerEvent
 
 log = logging.getLogger(__name__)
@@ -498,13 +497,3 @@ def _syntax_error(src: _Source, exc: SyntaxError) -> FilterError:
     message = exc.msg or "invalid syntax"
     reason = message if message.startswith("invalid syntax") else f"invalid syntax: {message}"
     return src.error(reason, line, col)
-
-
-def _validate_config(config: TriggerConfig) -> None:
-    # An empty string means "no filter", as in TriggerSet.
-    if config.filter_expression:
-        compile_filter(config.filter_expression)
-
-
-# Importing this module makes a bad filter fail when its TriggerConfig loads.
-register_trigger_validator(_validate_config)

@@ -8,13 +8,9 @@ from typing import Any
 
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock
-from runtime_core.config import TriggerConfig
-from runtime_core.triggers import cron as _cron  # registers the cron syntax check
-from runtime_core.triggers import filters as _filters  # registers the filter syntax check
-from runtime_core.triggers import webhook as _webhook  # registers the webhook path check
 from runtime_core.triggers.builtin import EventTrigger, IntervalTrigger, MessageTrigger
-
-_VALIDATORS = (_cron, _filters, _webhook)  # imported for their registration side effect
+from runtime_core.triggers.config import TriggerConfig
+from runtime_core.triggers.cron import CronTrigger
 
 
 class TriggerError(ValueError):
@@ -40,9 +36,11 @@ def create_trigger(
         return IntervalTrigger(trigger_id, config.seconds, clock)
     if kind == "cron":
         assert config.cron_expression is not None
-        return _cron.CronTrigger(trigger_id, config.cron_expression, config.timezone, clock)
-    if kind == "webhook":
-        return _webhook.WebhookTrigger(trigger_id, config)
+        return CronTrigger(trigger_id, config.cron_expression, config.timezone, clock)
+    if kind == "webhook":  # its web server loads with the first webhook trigger
+        from runtime_core.triggers.webhook import WebhookTrigger
+
+        return WebhookTrigger(trigger_id, config)
     if kind == "file_watch":
         from runtime_core.triggers.file_watch import FileWatchTrigger
 

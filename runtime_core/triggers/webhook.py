@@ -37,14 +37,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from runtime_core.config import TriggerConfig, register_trigger_validator
 from runtime_core.triggers.base import AcceptFn, AcceptResult, TriggerEvent
+from runtime_core.triggers.config import HEALTH_PATH, TriggerConfig, check_webhook_path
 
 log = logging.getLogger(__name__)
 
 TIMESTAMP_HEADER = "X-Promptui-Timestamp"
 SIGNATURE_HEADER = "X-Promptui-Signature"
-HEALTH_PATH = "/health"
 RETRY_AFTER_SECONDS = 30
 
 #: Never copied into event metadata: credentials, and the signature (a replay token).
@@ -61,20 +60,6 @@ _REPLAY_CACHE_MAX = 50_000
 _Address = tuple[str, int]
 
 
-def _check_webhook_path(config: TriggerConfig) -> None:
-    """Config-time check, so a bad path is reported with the manifest and not at start."""
-    if config.type != "webhook":
-        return
-    path = config.webhook_path
-    if path == HEALTH_PATH:
-        raise ValueError(f"webhook_path {HEALTH_PATH!r} is reserved for the health check")
-    if any(char in path for char in "?#") or any(char.isspace() for char in path):
-        raise ValueError(
-            f"webhook_path {path!r} must be a plain path (no '?', '#' or whitespace)"
-        )
-
-
-register_trigger_validator(_check_webhook_path)
 
 
 class _Reject(Exception):
@@ -192,7 +177,7 @@ class WebhookTrigger:
     def __init__(self, trigger_id: str, config: TriggerConfig) -> None:
         if config.type != "webhook":
             raise ValueError(f"WebhookTrigger needs a 'webhook' config, got {config.type!r}")
-        _check_webhook_path(config)
+        check_webhook_path(config.webhook_path)
         if config.hmac_secret is not None and not config.hmac_secret.get_secret_value():
             raise ValueError(f"webhook trigger {trigger_id!r}: hmac_secret must not be empty")
         self.trigger_id = trigger_id

@@ -19,7 +19,7 @@ from runtime_core import (
     RunState,
     TriggerEvent,
 )
-from runtime_core.journal import MemoryJournal
+from runtime_core.journal import InMemoryJournal
 from runtime_core.manifest import ManifestError, parse_manifest
 from tests.conftest import wait_for
 
@@ -165,7 +165,7 @@ async def test_stop_and_escalate_actions() -> None:
 
 
 async def test_daily_counters_survive_a_restart() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     clock = FakeClock()
     config = ProcessConfig(model=three_calls(), budget={"enabled": True,
                                                         "max_tool_calls_per_day": 4},

@@ -17,7 +17,7 @@ from runtime_core import (
     ToolContext,
     TriggerEvent,
 )
-from runtime_core.journal import MemoryJournal
+from runtime_core.journal import InMemoryJournal
 from tests.conftest import record, wait_for
 
 
@@ -48,7 +48,7 @@ async def feed(process: AgentProcess, n: int) -> None:
 
 async def test_the_success_check_completes_the_mission_and_stops_for_good() -> None:
     process = AgentProcess("m", config(success_check="state.booked >= 3"), tools=[book],
-                           journal=MemoryJournal())
+                           journal=InMemoryJournal())
     sub = process.notifier.subscribe(kinds=["mission.progress", "mission.complete"])
     await process.start()
     assert process.status()["mission_state"] == "active"
@@ -62,7 +62,7 @@ async def test_the_success_check_completes_the_mission_and_stops_for_good() -> N
 
 async def test_limits_fail_the_mission_and_the_prompt_names_the_objective() -> None:
     process = AgentProcess("m", config(success_check="state.booked >= 99", max_invocations=2),
-                           tools=[book], journal=MemoryJournal())
+                           tools=[book], journal=InMemoryJournal())
     sub = process.notifier.subscribe(kinds=["mission.failed"])
     await process.start()
     await feed(process, 2)
@@ -73,7 +73,7 @@ async def test_limits_fail_the_mission_and_the_prompt_names_the_objective() -> N
 
 
 async def test_mission_state_survives_a_restart() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     first = AgentProcess("m", config(success_check="state.booked >= 3"), tools=[book],
                          journal=journal)
     await first.start()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from runtime_core import AgentProcess, EventBus, ProcessConfig, ProcessState, TriggerEvent
-from runtime_core.journal import MemoryJournal
+from runtime_core.journal import InMemoryJournal
 from tests.conftest import wait_for
 
 STUCK = {"provider": "scripted", "turns": [{"reply": "fine"}],
@@ -96,7 +96,7 @@ async def test_high_error_rate_is_acted_on_when_the_failure_is_recorded() -> Non
 
 
 async def test_health_history_survives_a_restart_through_the_journal() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     config = ProcessConfig(model=STUCK, journal={"level": "checkpoint", "backend": "memory"},
                            health={"enabled": True, "stuck_threshold": 3})
     first = AgentProcess("watcher", config, tools=[poll], journal=journal)

@@ -1,6 +1,6 @@
 """One suite that every journal backend must pass, plus the SQLite backend's own guarantees.
 
-The ``journal`` fixture yields an opened MemoryJournal or SQLiteJournal; the tests only use the
+The ``journal`` fixture yields an opened InMemoryJournal or SQLiteJournal; the tests only use the
 JournalProvider protocol unless they are explicitly about SQLite (durability on disk, WAL,
 reopening, damage handling, corruption, group commit).
 """
@@ -21,10 +21,10 @@ import pytest
 from runtime_core.journal import (
     DamagedJournal,
     EntryType,
+    InMemoryJournal,
     JournalEntry,
     JournalError,
     JournalProvider,
-    MemoryJournal,
     OpenRun,
     ReadFilter,
     SQLiteJournal,
@@ -35,7 +35,7 @@ T0 = 1_700_000_000.0
 
 @pytest.fixture(params=["memory", "sqlite"])
 async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    j: Any = MemoryJournal() if request.param == "memory" else SQLiteJournal(tmp_path / "j.db")
+    j: Any = InMemoryJournal() if request.param == "memory" else SQLiteJournal(tmp_path / "j.db")
     await j.open()
     try:
         yield j

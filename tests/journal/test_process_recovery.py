@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from runtime_core import AgentProcess, ProcessConfig, RunState, ToolContext, TriggerEvent, tool
-from runtime_core.journal import EntryType, MemoryJournal, ReadFilter
+from runtime_core.journal import EntryType, InMemoryJournal, ReadFilter
 from tests.conftest import wait_for
 
 
@@ -62,7 +62,7 @@ async def abandon(process: AgentProcess) -> None:
 
 
 async def test_clean_stop_then_new_object_restores_everything() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     ledger = Ledger()
     first = AgentProcess("p", config(context={"initial_state": {"seed": 1}}), journal=journal,
                          tools=ledger.tools())
@@ -90,7 +90,7 @@ async def test_clean_stop_then_new_object_restores_everything() -> None:
 
 
 async def test_dead_letters_survive_and_accepted_events_are_requeued_in_order() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     ledger = Ledger()
     first = AgentProcess("p", config(), journal=journal, tools=ledger.tools())
     await first.start()
@@ -116,7 +116,7 @@ async def test_dead_letters_survive_and_accepted_events_are_requeued_in_order() 
 
 
 async def test_a_run_caught_after_its_tool_result_resumes_without_repeating_it() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     ledger = Ledger()
     turns = (
         {"tool_calls": [{"name": "record", "args": {"item": "a"}}]},
@@ -144,11 +144,11 @@ async def test_a_run_caught_after_its_tool_result_resumes_without_repeating_it()
     await second.stop()
 
 
-def journal_types(journal: MemoryJournal, entry_type: str) -> list[Any]:
+def journal_types(journal: InMemoryJournal, entry_type: str) -> list[Any]:
     return [e for e in journal._entries if e.entry_type == entry_type]
 
 
-async def crash_mid_write(journal: MemoryJournal, ledger: Ledger) -> AgentProcess:
+async def crash_mid_write(journal: InMemoryJournal, ledger: Ledger) -> AgentProcess:
     ledger.gate = asyncio.Event()  # the write (and the read) hang: the process dies in them
     first = AgentProcess("p", config(), journal=journal, tools=ledger.tools())
     await first.start()
@@ -162,7 +162,7 @@ async def crash_mid_write(journal: MemoryJournal, ledger: Ledger) -> AgentProces
 
 
 async def test_open_write_intent_waits_for_an_operator_and_is_not_dispatched_again() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     ledger = Ledger()
     second = await crash_mid_write(journal, ledger)
     waiting = second.waiting_runs()
@@ -180,7 +180,7 @@ async def test_open_write_intent_waits_for_an_operator_and_is_not_dispatched_aga
 
 @pytest.mark.parametrize("outcome", ["applied", "not_applied"])
 async def test_reconcile_lets_the_run_continue(outcome: str) -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     ledger = Ledger()
     seen: list[str] = []
 
@@ -202,7 +202,7 @@ async def test_reconcile_lets_the_run_continue(outcome: str) -> None:
 
 
 async def test_reconcile_failed_fails_the_run_and_bad_calls_are_refused() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     second = await crash_mid_write(journal, Ledger())
     run_id = second.waiting_runs()[0].run_id
     with pytest.raises(ValueError, match="outcome must be"):
@@ -221,7 +221,7 @@ async def test_reconcile_failed_fails_the_run_and_bad_calls_are_refused() -> Non
 
 
 async def test_an_open_read_is_recorded_as_interrupted_and_the_run_goes_on() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     ledger = Ledger()
     ledger.gate = asyncio.Event()
     turns = ({"tool_calls": [{"name": "peek", "args": {}}]}, {"reply": "read done"})
@@ -240,7 +240,7 @@ async def test_an_open_read_is_recorded_as_interrupted_and_the_run_goes_on() -> 
 
 
 async def test_recover_on_start_false_starts_fresh() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     first = AgentProcess("p", config(), journal=journal, tools=Ledger().tools())
     await first.start()
     await first.inject(event(1))
@@ -256,7 +256,7 @@ async def test_recover_on_start_false_starts_fresh() -> None:
 
 async def test_full_level_keeps_payloads_and_checkpoint_level_does_not() -> None:
     for level, expect_payload in (("checkpoint", False), ("full", True)):
-        journal = MemoryJournal()
+        journal = InMemoryJournal()
         cfg = config()
         cfg.journal.level = level
         process = AgentProcess("p", cfg, journal=journal, tools=Ledger().tools())
@@ -273,7 +273,7 @@ async def test_full_level_keeps_payloads_and_checkpoint_level_does_not() -> None
 
 
 async def test_checkpoints_do_not_copy_the_conversation() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     process = AgentProcess("p", config(), journal=journal, tools=Ledger().tools())
     await process.start()
     for i in range(20):

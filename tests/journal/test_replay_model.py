@@ -15,7 +15,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from runtime_core.journal import JournalEntry, MemoryJournal, SQLiteJournal
+from runtime_core.journal import InMemoryJournal, JournalEntry, SQLiteJournal
 from runtime_core.journal.replay import ReplayEngine
 
 KEYS = st.sampled_from(["a", "b", "c"])
@@ -38,7 +38,7 @@ class ReplayMachine(RuleBasedStateMachine):
         self.has_checkpoint = False
 
     def _new_journal(self) -> Any:
-        journal = MemoryJournal() if self.backend == "memory" else SQLiteJournal(
+        journal = InMemoryJournal() if self.backend == "memory" else SQLiteJournal(
             self.tmp / "j.db")
         self.loop.run_until_complete(journal.open())
         return journal

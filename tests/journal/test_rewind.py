@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, ToolContext, TriggerEvent
-from runtime_core.journal import MemoryJournal
+from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.rewind import UnknownEntry, fold_context
@@ -67,7 +67,7 @@ def reference(all_entries: list[JournalEntry], seq: int) -> tuple[dict[str, Any]
 
 
 async def started(journal: JournalProvider | None = None) -> tuple[AgentProcess, JournalProvider]:
-    journal = journal or MemoryJournal()
+    journal = journal or InMemoryJournal()
     process = AgentProcess("books", config(), tools=[book], journal=journal)
     await process.start()
     await run_invoices(process, "A-1", "A-2", "A-3")

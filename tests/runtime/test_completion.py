@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from runtime_core import AgentProcess, ProcessConfig, ToolContext, TriggerEvent, tool
-from runtime_core.completion import CompletionEvidence, CompletionVerdict, StaleEvidenceError
 from runtime_core.control import LocalControl
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
+from runtime_core.runs.completion import CompletionEvidence, CompletionVerdict, StaleEvidenceError
 from runtime_core.runtime import AgentRuntime
 from tests.conftest import wait_for
 

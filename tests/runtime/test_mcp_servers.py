@@ -17,7 +17,7 @@ import pytest
 from runtime_core import AgentProcess, ProcessConfig, ToolContext, TriggerEvent
 from runtime_core.agent.mcp_link import McpServerError
 from runtime_core.control import LocalControl, shown_config
-from runtime_core.journal import MemoryJournal
+from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.lifecycle import ProcessState
@@ -49,7 +49,7 @@ def journaled() -> dict[str, Any]:
     return {"level": "full", "backend": "memory"}
 
 
-async def entries(journal: MemoryJournal, kind: EntryType) -> list[dict[str, Any]]:
+async def entries(journal: InMemoryJournal, kind: EntryType) -> list[dict[str, Any]]:
     return [e.data for e in await journal.read(ReadFilter(process="p", entry_type=kind))]
 
 
@@ -67,7 +67,7 @@ def alive(pid: int) -> bool:
 
 
 async def whoami(process: AgentProcess) -> dict[str, Any]:
-    tool = process._executor.tools["whoami"]  # type: ignore[union-attr]
+    tool = process.tools()["whoami"]
     ctx = ToolContext("p", "r", 1, TriggerEvent("t", "manual", {}), {})
     return dict(json.loads(await tool.invoke({}, ctx)))
 
@@ -98,7 +98,7 @@ def test_a_bad_server_name_is_refused() -> None:
 
 async def test_stdio_tools_join_the_run_with_effects_from_their_annotations(
         tmp_path: Path) -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     process = AgentProcess("p", ProcessConfig(
         model=scripted(
             {"tool_calls": [{"name": "lookup_build", "args": {"build": 7}}]},
@@ -126,8 +126,7 @@ async def test_stdio_tools_join_the_run_with_effects_from_their_annotations(
         key = intents[1]["idempotency_key"]
         assert f"<!-- {key} -->" in (tmp_path / "changelog.md").read_text()
         assert "idempotency_key" not in intents[1]["args"]
-        spec = next(s for s in process._executor._specs  # type: ignore[union-attr]
-                    if s.name == "append_changelog")
+        spec = process.tools()["append_changelog"].spec()
         assert "idempotency_key" not in spec.parameters["properties"]
     finally:
         await process.close()
@@ -338,7 +337,7 @@ async def test_an_openai_model_drives_mcp_tools_with_budget_and_health(
     for _ in range(3):  # the same read three times in a row: the health monitor sees it stuck
         server.tool_call("peek", {})
     server.reply("Recorded invoice-9.")
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     process = AgentProcess("p", ProcessConfig(
         model="openai:test-model", instructions="Record what you are sent.",
         servers={"ledger": ledger_server(tmp_path)}, journal=journaled(),

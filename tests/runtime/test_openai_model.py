@@ -14,7 +14,7 @@ import pytest
 from runtime_core import AgentProcess, ProcessConfig, ToolContext, TriggerEvent
 from runtime_core.agent.model import ModelError, ModelRequest
 from runtime_core.agent.openai_compat import OpenAICompatibleModel, OpenAISettings
-from runtime_core.journal import MemoryJournal
+from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
 from tests.conftest import wait_for
@@ -46,7 +46,7 @@ async def test_a_run_with_tool_calls_end_to_end(server: FakeServer,
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.port}/v1")
     server.tool_call("book", {"invoice": "INV-7"})
     server.reply("Booked INV-7.")
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     process = AgentProcess("books", ProcessConfig(
         model="openai:test-model", instructions="Book invoices.",
         journal={"level": "checkpoint", "backend": "memory"}), tools=[book], journal=journal)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from runtime_core import AgentProcess, FakeClock, ProcessConfig, TriggerEvent
-from runtime_core.journal import EntryType, MemoryJournal, ReadFilter
+from runtime_core.journal import EntryType, InMemoryJournal, ReadFilter
 from tests.conftest import wait_for
 
 
@@ -26,7 +26,7 @@ def port_of(process: AgentProcess) -> int:
 
 
 async def test_webhook_202_means_the_event_is_journaled_and_runs() -> None:
-    journal = MemoryJournal()
+    journal = InMemoryJournal()
     process = AgentProcess("hooks", webhook_config(), journal=journal)
     await process.start()
     async with httpx.AsyncClient() as client:

@@ -14,7 +14,7 @@ newer fact (optimistic concurrency, as the spec asks).
 
 This module is bookkeeping only, with no I/O: ``IncidentBook.classify``/``resolve``/``reopen``
 compute a change without applying it, so the caller can make it durable first and apply it
-after (runtime_core/incident_keeper.py does that for a process). ``fold`` rebuilds the book from
+after (runtime_core/incidents/keeper.py does that for a process). ``fold`` rebuilds the book from
 journal entries, which is how incidents survive restarts and how ``promptui incidents`` reads a
 journal file offline.
 """
@@ -26,15 +26,11 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import Any, Final
 
-from pydantic import Field, ValidationInfo, field_validator
-
-from runtime_core.governance.keyed import KeyCheckedModel
+from runtime_core.incidents.config import IncidentConfig
 from runtime_core.triggers.base import TriggerEvent
-
-if TYPE_CHECKING:
-    from runtime_core.triggers.filters import EventFilter, FilterError
+from runtime_core.triggers.filters import EventFilter, compile_filter
 
 OPEN: Final = "open"
 RESOLVED: Final = "resolved"  # by an operator
@@ -48,49 +44,6 @@ GENERATION_KEY: Final = "incident_generation"
 RUN_IDS_KEPT: Final = 50
 PAYLOAD_CHARS: Final = 8000  # a bigger payload is kept as a cut JSON text in the history
 VALUE_CHARS: Final = 500  # the fingerprint's value as shown
-
-
-class IncidentConfig(KeyCheckedModel):
-    """``incidents:`` in a manifest. Present means on (``enabled: false`` turns it off)."""
-
-    enabled: bool = True
-    fingerprint: str  # e.g. 'payload.labels.alertname' or '[payload.service, payload.check]'
-    reopen_window: Annotated[float, Field(ge=0)] = 0.0  # seconds; 0: a new incident instead
-    recovered_when: str | None = None  # e.g. 'payload.status == "resolved"'
-    history_size: Annotated[int, Field(ge=1, le=1000)] = 20
-    triggers: list[str] = Field(default_factory=lambda: ["webhook", "event"])
-
-    @field_validator("fingerprint", "recovered_when")
-    @classmethod
-    def _compiles(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None:
-            # Imported here: the filter module imports runtime_core.config, which imports us.
-            from runtime_core.triggers.filters import FilterError, compile_filter
-
-            try:
-                compile_filter(value)
-            except FilterError as exc:
-                raise ValueError(_located(str(info.field_name), exc)) from None
-        return value
-
-    @field_validator("triggers")
-    @classmethod
-    def _known_types(cls, value: list[str]) -> list[str]:
-        from runtime_core.config import TRIGGER_TYPES
-
-        unknown = [kind for kind in value if kind not in TRIGGER_TYPES]
-        if unknown:
-            raise ValueError(f"unknown trigger type(s) {', '.join(map(repr, unknown))}; "
-                             f"choose from {', '.join(TRIGGER_TYPES)}")
-        if not value:
-            raise ValueError("an empty list never opens an incident; leave 'triggers' out "
-                             "(webhook and event) or name the trigger types")
-        return value
-
-
-def _located(name: str, exc: FilterError) -> str:
-    where = f"column {exc.column}" if exc.line == 1 else f"line {exc.line} column {exc.column}"
-    return f"{name} {where}: {exc.reason}"
 
 
 class StaleIncidentError(ValueError):
@@ -211,8 +164,6 @@ class IncidentBook:
     """The incidents of one process, by id, in the order they opened."""
 
     def __init__(self, config: IncidentConfig) -> None:
-        from runtime_core.triggers.filters import compile_filter
-
         self.config = config
         self._fingerprint: EventFilter = compile_filter(config.fingerprint)
         self._recovered: EventFilter | None = compile_filter(config.recovered_when) \

@@ -16,7 +16,7 @@ import logging
 
 from runtime_core.clock import Clock
 from runtime_core.events import EventNotifier, IncidentChanged
-from runtime_core.incidents import (
+from runtime_core.incidents.book import (
     GENERATION_KEY,
     INCIDENT_KEY,
     Incident,

@@ -11,11 +11,11 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runtime_core.clock import Clock
+from runtime_core.delivery.dead_letters import DeadLetter, DeadLetterReason
 from runtime_core.events import EventDeadLettered, EventNotifier, QueueDepth
 from runtime_core.journal.provider import JournalError
 from runtime_core.triggers.base import TriggerEvent
@@ -24,38 +24,6 @@ if TYPE_CHECKING:
     from runtime_core.journal.recorder import ProcessRecorder
 
 log = logging.getLogger(__name__)
-
-
-class DeadLetterReason:
-    """The reasons an event ends up in the dead letters (exact strings)."""
-
-    PROCESS_STOPPED = "process stopped"
-    PROCESS_RESTARTING = "process restarting"
-    PROCESS_FAILED = "process failed"
-    RETRIES_EXHAUSTED = "retries exhausted"
-    QUEUE_FULL = "queue full"
-    TRIGGER_REMOVED = "trigger removed"
-    BUDGET_EXCEEDED = "budget exceeded"
-    BLOCKED_BY_HOOK = "blocked by hook"
-    FLAGGED_BY_PAYLOAD_SCAN = "flagged by payload scan"
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    event: TriggerEvent
-    reason: str
-    error: str
-    attempts: int
-    dead_lettered_at: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "event": self.event,
-            "reason": self.reason,
-            "error": self.error,
-            "attempts": self.attempts,
-            "dead_lettered_at": self.dead_lettered_at,
-        }
 
 
 EventHandler = Callable[[TriggerEvent, int], Awaitable[None]]

@@ -1,5 +1,9 @@
-"""The base for governance configs: strict about unknown keys where the input is a file or an
-API patch, forgiving (with a FutureWarning) where it is Python code, as the spec says."""
+"""The pydantic bases of every config and wire message.
+
+``StrictModel`` refuses unknown keys, so a typo never passes silently. ``KeyCheckedModel`` is the
+governance configs' variant the spec asks for: strict where the input is a file or an API patch
+(validated with ``context={"strict_keys": True}``), forgiving with a FutureWarning where it is
+Python code."""
 
 from __future__ import annotations
 
@@ -13,6 +17,10 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
 STRICT_KEYS_CONTEXT = "strict_keys"
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 def _caller_stacklevel() -> int:
@@ -57,5 +65,3 @@ class KeyCheckedModel(BaseModel):
     def from_manifest(cls, data: Mapping[str, Any]) -> Self:
         """Validate a manifest block or API patch; an unknown key raises ``ValueError``."""
         return cls.model_validate(dict(data), context={STRICT_KEYS_CONTEXT: True})
-
-

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime_core.completion import MISSING_COMPLETION_EVIDENCE, Artifact, StaleEvidenceError
-from runtime_core.journal.replay import RunRebuild
-from runtime_core.recovery import RecoveredRun
-from runtime_core.runs import Run, RunState
+from runtime_core.journal.replay import RunRebuild, apply_evidence
+from runtime_core.runs.completion import MISSING_COMPLETION_EVIDENCE, Artifact, StaleEvidenceError
+from runtime_core.runs.recovery import RecoveredRun
+from runtime_core.runs.run import Run, RunState
 
 
 def parked(run: Run) -> RecoveredRun:
@@ -89,8 +89,6 @@ def failed(note: str, actor: str) -> EvidenceDecision:
 
 def apply(waiting: RecoveredRun, decision: EvidenceDecision) -> RecoveredRun:
     """The run after the (journaled) decision: ready to continue, or marked failed."""
-    from runtime_core.journal.replay import apply_evidence
-
     apply_evidence(waiting.rebuild, decision.data)
     if decision.data["action"] != "failed":
         waiting.run.state = RunState.QUEUED

@@ -10,8 +10,9 @@ from typing import Any
 
 from runtime_core.events import EventNotifier, RunWaiting
 from runtime_core.journal.replay import reconciled_observation
-from runtime_core.recovery import RecoveredRun
-from runtime_core.runs import Run, RunState
+from runtime_core.runs.evidence import evidence_detail
+from runtime_core.runs.recovery import RecoveredRun
+from runtime_core.runs.run import Run, RunState
 
 OUTCOMES = ("applied", "not_applied", "failed")
 
@@ -53,8 +54,6 @@ class WaitingRuns:
         for a reply waiting for evidence, what is missing and the artifacts so far)."""
         waiting = self.get(run_id)
         if waiting.rebuild.waiting_evidence:
-            from runtime_core.evidence import evidence_detail
-
             return evidence_detail(waiting)
         unknown = waiting.rebuild.unknown
         return {

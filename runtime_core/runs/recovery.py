@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime_core.completion import MISSING_COMPLETION_EVIDENCE, Artifact
-from runtime_core.delivery import DeadLetter
+from runtime_core.delivery.dead_letters import DeadLetter
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.recorder import ProcessRecorder
 from runtime_core.journal.replay import ReplayEngine, RunRebuild, rebuild_run
-from runtime_core.run_identity import RunIdentity
-from runtime_core.runs import ResumePoint, Run, RunState
+from runtime_core.runs.completion import MISSING_COMPLETION_EVIDENCE, Artifact
+from runtime_core.runs.identity import RunIdentity
+from runtime_core.runs.run import ResumePoint, Run, RunState
 from runtime_core.triggers.base import TriggerEvent
 
 UNKNOWN_WRITE_OUTCOME = "unknown_write_outcome"

@@ -1,0 +1,15 @@
+from .config import ModelSetting as ModelSetting
+from .config import ToolDeclaration as ToolDeclaration
+from .model import Model as Model
+from .model import ModelError as ModelError
+from .model import ModelRequest as ModelRequest
+from .model import ModelTurn as ModelTurn
+from .model import ToolCall as ToolCall
+from .model import ToolSpec as ToolSpec
+from .scripted import EchoModel as EchoModel
+from .scripted import ScriptedModel as ScriptedModel
+from .tools import Tool as Tool
+from .tools import ToolContext as ToolContext
+from .tools import ToolError as ToolError
+from .tools import load_tool as load_tool
+from .tools import tool as tool

@@ -1,0 +1,16 @@
+from .book import GENERATION_KEY as GENERATION_KEY
+from .book import INCIDENT_KEY as INCIDENT_KEY
+from .book import OPEN as OPEN
+from .book import RECOVERED as RECOVERED
+from .book import RESOLVED as RESOLVED
+from .book import STATES as STATES
+from .book import Incident as Incident
+from .book import IncidentBook as IncidentBook
+from .book import IncidentChange as IncidentChange
+from .book import IncidentStateError as IncidentStateError
+from .book import StaleIncidentError as StaleIncidentError
+from .book import fold_entries as fold_entries
+from .book import value_text as value_text
+from .config import IncidentConfig as IncidentConfig
+from .keeper import Admission as Admission
+from .keeper import IncidentKeeper as IncidentKeeper

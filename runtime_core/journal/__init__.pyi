@@ -1,0 +1,17 @@
+from .config import JournalConfig as JournalConfig
+from .entry import EntryType as EntryType
+from .entry import JournalEntry as JournalEntry
+from .memory import InMemoryJournal as InMemoryJournal
+from .memory import MemoryJournal as MemoryJournal
+from .provider import JournalError as JournalError
+from .provider import JournalProvider as JournalProvider
+from .provider import OpenRun as OpenRun
+from .provider import ReadFilter as ReadFilter
+from .provider import StoredDeadLetter as StoredDeadLetter
+from .replay import ReplayEngine as ReplayEngine
+from .rewind import RewindEngine as RewindEngine
+from .rewind_plan import RewindMode as RewindMode
+from .rewind_plan import RewindPlan as RewindPlan
+from .rewind_plan import RewindResult as RewindResult
+from .sqlite import DamagedJournal as DamagedJournal
+from .sqlite import SQLiteJournal as SQLiteJournal

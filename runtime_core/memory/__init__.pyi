@@ -1,0 +1,14 @@
+from .config import MemoryConfig as MemoryConfig
+from .factory import default_memory_path as default_memory_path
+from .factory import make_memory as make_memory
+from .factory import memory_status as memory_status
+from .factory import open_memory as open_memory
+from .in_memory import InMemoryMemory as InMemoryMemory
+from .inject import MemoryInjector as MemoryInjector
+from .provider import MemoryItem as MemoryItem
+from .provider import MemoryProvider as MemoryProvider
+from .provider import MemoryUnavailable as MemoryUnavailable
+from .provider import terms as terms
+from .sqlite_store import SQLiteMemory as SQLiteMemory
+from .tools import MEMORY_TOOL_NAMES as MEMORY_TOOL_NAMES
+from .tools import memory_tools as memory_tools

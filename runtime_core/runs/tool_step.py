@@ -1,0 +1,207 @@
+"""One tool call of a run, in three parts: check it (policy, known tool, budgets, hooks,
+arguments), invoke it (its intent durable first), then settle it (result, context updates and
+artifacts in one journal entry; events and messages it sent delivered only if it succeeded).
+
+A refusal or a raising tool is an observation for the model, never a failed run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runtime_core import crashpoints
+from runtime_core.agent.model import ToolCall
+from runtime_core.agent.tools import AgentTool, ToolContext
+from runtime_core.journal.provider import JournalError
+from runtime_core.runs.completion import Artifact, Verifier
+from runtime_core.runs.run import FailureReason, Run, RunFailure, StepRecord, time_left
+from runtime_core.runs.services import RunServices
+
+OBSERVATION_CHARS = 4000
+
+
+def observation(text: str, limit: int = OBSERVATION_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 20] + " ...[truncated]"
+
+
+def stringify(result: Any) -> str:
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, default=str)
+    except (TypeError, ValueError):
+        return repr(result)
+
+
+class _Refused(Exception):
+    """The call is not made; the message is the model's observation."""
+
+
+class ToolStep:
+    def __init__(self, services: RunServices, allowed: frozenset[str] | None,
+                 verifier: Verifier, emit_step: Callable[[Run, StepRecord], None]) -> None:
+        self.s = services
+        self.allowed = allowed
+        self.verifier = verifier
+        self.emit_step = emit_step
+
+    async def run(self, run: Run, call: ToolCall, step: int, started: float) -> str:
+        """Run ``call`` as step ``step``; returns what the model reads back."""
+        t0 = time.perf_counter()
+        try:
+            tool, args = await self._check(run, call, step)
+        except _Refused as refused:
+            return self._refusal(run, call, step, t0, str(refused))
+        run.tool_calls += 1
+        if self.s.watch_tool_call is not None:
+            await self.s.watch_tool_call(call.name, args)
+        ctx = ToolContext(self.s.process, run.run_id, step, run.event,
+                          self.s.context.state_snapshot(), secrets=self._secret_getter())
+        ok, text = await self._invoke(run, call, step, started, tool, args, ctx)
+        return await self._settle(run, call, step, t0, tool, args, ctx, ok, text)
+
+    async def _check(self, run: Run, call: ToolCall, step: int
+                     ) -> tuple[AgentTool, dict[str, Any]]:
+        tools = self.s.tools
+        tool = tools.get(call.name)
+        if self.allowed is not None and call.name not in self.allowed:
+            raise _Refused(f"tool {call.name!r} refused by policy: not in allowed_tools")
+        if tool is None:
+            known = ", ".join(sorted(tools)) or "none"
+            raise _Refused(f"unknown tool {call.name!r} (available: {known})")
+        limit = self.s.budget.max_tool_calls
+        if limit is not None and run.tool_calls >= limit:
+            raise RunFailure(FailureReason.BUDGET, f"tool-call budget of {limit} used up")
+        raw_args = call.args
+        if self.s.hooks is not None:  # a pre_tool hook may block the call or rewrite its args
+            blocked, reason, data = await self.s.hooks(
+                "pre_tool", {"tool": call.name, "args": dict(call.args), "run_id": run.run_id,
+                             "step": step})
+            if blocked:
+                raise _Refused(f"tool {call.name!r} blocked by hook: {reason}")
+            if isinstance(data.get("args"), dict):
+                raw_args = data["args"]
+        try:
+            args = tool.validate_args(raw_args)
+        except ValueError as exc:
+            raise _Refused(str(exc)) from None
+        if self.s.autonomy is not None:
+            refused = self.s.autonomy.before_tool_call(call.name)
+            if refused is not None:  # not executed: the model is told why
+                raise _Refused(refused.message())
+        return tool, args
+
+    async def _invoke(self, run: Run, call: ToolCall, step: int, started: float,
+                      tool: AgentTool, args: dict[str, Any], ctx: ToolContext
+                      ) -> tuple[bool, str]:
+        remaining = time_left(self.s.budget.max_seconds, started)
+        recorder = self.s.recorder
+        if recorder is not None:
+            try:  # the intent is durable before a write tool runs
+                await recorder.tool_intent(run.run_id, step, call, tool.effect,
+                                           tool.journal_info)
+            except JournalError as exc:
+                raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
+            crashpoints.reached("tool_intent")
+        if tool.effect == "write":
+            run.write_in_flight = f"{call.name} ({ctx.idempotency_key})"
+        try:
+            async with asyncio.timeout(remaining):
+                result = await tool.invoke(args, ctx)
+        except TimeoutError:
+            raise RunFailure(
+                FailureReason.BUDGET, f"elapsed budget of {self.s.budget.max_seconds:g} s "
+                f"used up in tool {call.name!r}") from None
+        except Exception as exc:  # a failing tool is an observation, not a failed run
+            ok, text = False, f"error: {type(exc).__name__}: {exc}"
+        else:
+            ok, text = True, stringify(result)
+        run.write_in_flight = ""  # not reached on cancellation: the write's outcome is unknown
+        return ok, text
+
+    async def _settle(self, run: Run, call: ToolCall, step: int, t0: float, tool: AgentTool,
+                      args: dict[str, Any], ctx: ToolContext, ok: bool, text: str) -> str:
+        secrets = self.s.secrets
+        if secrets is not None:  # the model, the journal and the screen never see one
+            text = secrets.redact(text)
+            for name in ctx.secrets_used:
+                secrets.notify_access(name)
+        updates = ctx.updates if ok else {}
+        for key in updates:
+            if not self.s.context.is_writable(key):
+                ok, text, updates = False, f"error: context key {key!r} is not writable", {}
+                break
+        artifacts = self._artifacts(run, step, call, tool.effect, ctx, text) if ok else []
+        if self.s.recorder is not None:
+            try:  # result, context updates and the artifacts it produced in one entry
+                await self.s.recorder.tool_result(run.run_id, step, call, tool.effect,
+                                                  observation(text), ok, updates,
+                                                  [a.to_dict() for a in artifacts])
+            except JournalError as exc:
+                raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
+            crashpoints.reached("tool_result")
+        run.artifacts.extend(artifacts)
+        for key, value in updates.items():
+            self.s.context.put(key, value, source=f"tool:{call.name}", record=False)
+        if self.s.hooks is not None:
+            await self.s.hooks("post_tool", {"tool": call.name, "args": args, "ok": ok,
+                                             "result": observation(text), "run_id": run.run_id})
+        if ok:
+            self._deliver_outbox(ctx)
+        record = StepRecord(step, "tool", name=call.name, args=call.args,
+                            result=observation(text), ok=ok,
+                            duration_ms=(time.perf_counter() - t0) * 1000.0)
+        run.steps.append(record)
+        self.emit_step(run, record)
+        return record.result
+
+    def _artifacts(self, run: Run, step: int, call: ToolCall, effect: str, ctx: ToolContext,
+                   text: str) -> list[Artifact]:
+        """The evidence a successful tool call produced: what it declared, an ``action`` for a
+        write (its id is the idempotency key), and verifications the profile's rules make."""
+        made = [Artifact(f"{run.run_id}:{step}:a{n}", kind, step, call.name,
+                         self._redact_data(data), tuple(links))
+                for n, (kind, data, links) in enumerate(ctx.artifacts)]
+        if effect == "write":
+            made.append(Artifact(ctx.idempotency_key, "action", step, call.name,
+                                 self._redact_data({"args": call.args})))
+        elif self.verifier:
+            made.extend(self.verifier.artifacts_for(run.run_id, step, call.name, text,
+                                                    run.artifacts))
+        return made
+
+    def _redact_data(self, data: Any) -> Any:
+        if self.s.secrets is None:
+            return data
+        return json.loads(self.s.secrets.redact(json.dumps(data, default=str)))
+
+    def _deliver_outbox(self, ctx: ToolContext) -> None:
+        """Bus events and broker messages a tool sent: delivered only if the tool succeeded."""
+        for channel, name, body in ctx.outbox:
+            if channel == "event" and self.s.event_bus is not None:
+                self.s.event_bus.emit(name, body, source=self.s.process)
+            elif channel == "message" and self.s.broker is not None:
+                self.s.broker.publish(name, body, sender=self.s.process)
+
+    def _secret_getter(self) -> Callable[[str], str] | None:
+        scope = self.s.secrets
+        if scope is None:
+            return None
+        return lambda name: scope.get(name, notify=False)  # may run in a tool's thread
+
+    def _refusal(self, run: Run, call: ToolCall, step: int, t0: float, message: str) -> str:
+        record = StepRecord(step, "refused", name=call.name, args=call.args, result=message,
+                            ok=False, duration_ms=(time.perf_counter() - t0) * 1000.0)
+        run.steps.append(record)
+        self.emit_step(run, record)
+        if self.s.recorder is not None:
+            try:
+                self.s.recorder.tool_refused(run.run_id, step, call, message)
+            except JournalError as exc:
+                raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
+        return message
