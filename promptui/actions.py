@@ -1,12 +1,15 @@
 """Every operator action in one place: its binding id (remappable from the config file), its
-default keys, what it does, and whether it changes the runtime (refused when read-only). The
-bindings, the command palette and the help screen are all built from this list."""
+default keys, what it does, and whether it changes the runtime. The bindings, the command
+palette, the help screen and the read-only gate are all built from these lists: a screen's
+``BINDINGS`` come from its list, and the app refuses a ``mutating`` action in a read-only room
+(``refusal`` below says how) before it reaches the screen."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,26 +18,52 @@ class ActionSpec:
     keys: str
     action: str
     description: str
-    mutating: bool = False
+    mutating: bool = False  # it changes the runtime: refused when the room is read-only
     show: bool = True  # in the footer
     palette: bool = True  # in the command palette
+    what: str = ""  # how a refusal names it (default: the description in lower case)
 
     @property
     def binding_id(self) -> str:
         return f"promptui.{self.id}"
+
+    @property
+    def refused_as(self) -> str:
+        return self.what or self.description.lower()
 
     def binding(self) -> Binding:
         return Binding(self.keys, self.action, self.description, show=self.show,
                        id=self.binding_id)
 
 
+def bindings(specs: Iterable[ActionSpec]) -> list[BindingType]:
+    return [spec.binding() for spec in specs]
+
+
+def find(specs: Iterable[ActionSpec], action: str) -> ActionSpec | None:
+    """The spec of ``action`` (a method name without ``action_``) in ``specs``."""
+    return next((spec for spec in specs if spec.action == action), None)
+
+
+# -- the read-only gate --------------------------------------------------------------------
+def read_only_message(what: str) -> str:
+    return f"read-only: {what} is disabled (started with --read-only)"
+
+
+def refusal(spec: ActionSpec, read_only: bool) -> str:
+    """Why ``spec`` may not run in this room, or "" when it may. The one rule: a mutating
+    action is off in a read-only room."""
+    return read_only_message(spec.refused_as) if spec.mutating and read_only else ""
+
+
+# -- the lists -----------------------------------------------------------------------------
 # App-wide: they work on the process the current screen is about.
 GLOBAL_ACTIONS = (
     ActionSpec("help", "question_mark,f1", "help", "Help"),
     ActionSpec("quit", "q", "quit", "Quit"),
     ActionSpec("start_stop", "s", "start_stop", "Start/stop", mutating=True),
     ActionSpec("suspend_resume", "p", "suspend_resume", "Suspend/resume", mutating=True),
-    ActionSpec("inject", "i", "inject", "Inject event", mutating=True),
+    ActionSpec("inject", "i", "inject", "Inject event", mutating=True, what="inject"),
     ActionSpec("restart", "ctrl+r", "restart", "Restart", mutating=True, show=False),
     ActionSpec("theme", "t", "cycle_theme", "Theme", show=False),
 )
@@ -50,5 +79,44 @@ DASHBOARD_ACTIONS = (
                palette=False),
 )
 
-MUTATING_ACTIONS = frozenset(spec.action for spec in (*GLOBAL_ACTIONS, *DASHBOARD_ACTIONS)
-                             if spec.mutating)
+# The process detail screen's tabs, in key order (1-9): pane id, name.
+DETAIL_TABS = (("live", "Live"), ("queue", "Queue"), ("dead", "Dead letters"), ("runs", "Runs"),
+               ("context", "Context"), ("conversation", "Conversation"),
+               ("governance", "Governance"), ("config", "Config"), ("timeline", "Timeline"))
+
+DETAIL_ACTIONS = (
+    ActionSpec("detail.back", "escape,backspace", "back", "Back"),
+    *(ActionSpec(f"detail.tab_{pane}", str(key), f"tab_{pane}", f"Show {name}", show=False)
+      for key, (pane, name) in enumerate(DETAIL_TABS, 1)),
+    ActionSpec("detail.mark", "space", "mark", "Mark"),
+    ActionSpec("detail.redeliver", "r", "redeliver", "Redeliver", mutating=True),
+    ActionSpec("detail.redeliver_all", "R", "redeliver_all", "Redeliver all", mutating=True,
+               what="redeliver"),
+    ActionSpec("detail.clear_dead", "x", "clear_dead", "Clear dead", mutating=True,
+               what="clear dead letters"),
+    ActionSpec("detail.open_run", "enter", "open_run", "Open run"),
+    ActionSpec("detail.timeline", "w", "timeline", "Timeline", show=False),
+)
+# Enter on a waiting run reconciles it (or answers its evidence): the mutating half of open_run,
+# gated on its own so a read-only room still shows the run's steps.
+RECONCILE = ActionSpec("detail.reconcile", "enter", "open_run", "Reconcile", mutating=True,
+                       show=False, palette=False)
+
+INCIDENT_ACTIONS = (
+    ActionSpec("incidents.back", "escape", "back", "Back"),
+    ActionSpec("incidents.resolve", "r", "resolve", "Resolve", mutating=True),
+    ActionSpec("incidents.reopen", "o", "reopen", "Reopen", mutating=True),
+)
+
+TIMELINE_ACTIONS = (
+    ActionSpec("timeline.back", "escape", "back", "Back"),
+    ActionSpec("timeline.preview", "p", "preview", "Preview rewind"),
+    ActionSpec("timeline.fork", "f", "fork", "Fork", mutating=True),
+    ActionSpec("timeline.filter", "slash", "filter", "Filter"),
+    ActionSpec("timeline.type", "T", "cycle_type", "Type"),
+    ActionSpec("timeline.goto", "g", "goto", "Go to time"),
+    ActionSpec("timeline.newest", "n", "newest", "Newest", show=False),
+)
+# Applying a rewind from its preview: the dialog disables it in a read-only room.
+REWIND = ActionSpec("timeline.rewind", "y", "apply", "Apply rewind", mutating=True, show=False,
+                    palette=False, what="rewind")

@@ -1,21 +1,29 @@
 """The control room: a Textual app over a ControlPlane. One pump drains the runtime's event
 stream at a fixed rate, folds it into the store and hands the active screen a batch to draw;
-widgets never see a runtime object and never get one call per event."""
+widgets never see a runtime object and never get one call per event.
+
+The app is the screens' ``Room`` (screens/base.py): they reach the control plane, the store,
+the clock and ``command`` through it, and ask to move with messages (``OpenProcess``, ...). Every
+key binding and palette entry passes ``run_action``: the one read-only gate."""
 
 from __future__ import annotations
 
 import gc
-import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from textual import on
+from textual.actions import ActionParseResult
+from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
+from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
 
-from promptui.actions import DASHBOARD_ACTIONS, GLOBAL_ACTIONS, ActionSpec
+from promptui.actions import GLOBAL_ACTIONS, ActionSpec, bindings, find, refusal
+from promptui.screens.base import LiveScreen, OpenIncidents, OpenProcess, OpenTimeline, Room
 from promptui.screens.dashboard import DashboardScreen
 from promptui.screens.dialogs import ConfirmDialog, InjectDialog, InjectRequest
 from promptui.screens.help import HelpScreen, TooSmallScreen
@@ -42,7 +50,7 @@ def tune_gc() -> None:
 class ControlRoom(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "promptui"
-    BINDINGS = [spec.binding() for spec in GLOBAL_ACTIONS]
+    BINDINGS = bindings(GLOBAL_ACTIONS)
 
     def __init__(
         self,
@@ -140,17 +148,28 @@ class ControlRoom(App[None]):
         feed, activity = self.store.ingest(events, now, elapsed)
         self.pump_count += 1
         screen = self.screen
-        show = getattr(screen, "show", None)
-        if isinstance(screen, ModalScreen) or show is None:
+        if not isinstance(screen, LiveScreen):
             return  # a dialog is up: the screen underneath catches up on the next tick
         try:
-            result = show(self.store, now, feed, activity)
-            if inspect.isawaitable(result):
-                await result
+            await screen.show(self.store, now, feed, activity)
         except NoMatches:  # the screen is being torn down (quit): nothing to draw on
             return
 
-    # -- navigation --------------------------------------------------------------------------
+    # -- navigation: screens ask by message ----------------------------------------------------
+    @on(OpenProcess)
+    def _open_process(self, message: OpenProcess) -> None:
+        self.open_process(message.name)
+
+    @on(OpenIncidents)
+    def _open_incidents(self) -> None:
+        self.open_incidents()
+
+    @on(OpenTimeline)
+    def _open_timeline(self, message: OpenTimeline) -> None:
+        from promptui.screens.timeline import TimelineScreen  # loaded when first opened
+
+        self.push_screen(TimelineScreen(message.process))
+
     def open_process(self, name: str) -> None:
         from promptui.screens.detail import ProcessDetailScreen
 
@@ -166,18 +185,44 @@ class ControlRoom(App[None]):
         for screen in reversed(self.screen_stack):
             if isinstance(screen, ModalScreen):
                 continue
-            finder = getattr(screen, "current_process", None)
-            return finder() if callable(finder) else None
+            return screen.current_process() if isinstance(screen, LiveScreen) else None
         return None
 
+    # -- the read-only gate ------------------------------------------------------------------
+    def permits(self, spec: ActionSpec) -> bool:
+        """False, and the operator told why, when ``spec`` may not run in this room."""
+        why = refusal(spec, self.control.read_only)
+        if why:
+            self.notify(why, severity="warning", timeout=4)
+        return not why
+
+    async def run_action(self, action: str | ActionParseResult,
+                         default_namespace: DOMNode | None = None,
+                         namespaces: Mapping[str, DOMNode] | None = None) -> bool:
+        """Every key binding and palette entry comes here. A mutating action of the app or of a
+        live screen is refused in a read-only room before its method runs; the refusal counts
+        as handled, so the key goes no further. An action its screen disables (check_action)
+        is left to Textual, which passes the key on, as before."""
+        destination, name, params = action if isinstance(action, tuple) else parse_action(action)
+        target = self if default_namespace is None else default_namespace
+        spec = None if destination else self._spec(target, name)
+        if spec is None or not refusal(spec, self.control.read_only):
+            return await super().run_action(action, default_namespace, namespaces)
+        if not target.check_action(name, params):
+            return False  # not on offer here (another tab's key): Textual passes it on
+        if not (target is self and isinstance(self.screen, ModalScreen)):
+            self.permits(spec)  # (under a dialog the app's keys are not commands: silence)
+        return True
+
+    def _spec(self, target: DOMNode, action: str) -> ActionSpec | None:
+        if target is self:
+            return find(GLOBAL_ACTIONS, action)
+        return find(target.ACTIONS, action) if isinstance(target, LiveScreen) else None
+
     # -- actions on the current process ---------------------------------------------------
-    def _target(self, what: str) -> str | None:
+    def _target(self) -> str | None:
         if isinstance(self.screen, ModalScreen):
             return None  # keys typed into a dialog are not commands
-        if self.control.read_only:
-            self.notify(f"read-only: {what} is disabled (started with --read-only)",
-                        severity="warning", timeout=4)
-            return None
         name = self.current_process()
         if name is None:
             self.notify("no process selected", severity="warning", timeout=3)
@@ -206,7 +251,7 @@ class ControlRoom(App[None]):
         return row.state if row is not None else ""
 
     def action_start_stop(self) -> None:
-        name = self._target("start/stop")
+        name = self._target()
         if name is None:
             return
         if self._state_of(name) in ("created", "stopped", "failed"):
@@ -222,7 +267,7 @@ class ControlRoom(App[None]):
             "journaled, ready to redeliver.", "Stop"), confirmed)
 
     def action_suspend_resume(self) -> None:
-        name = self._target("suspend/resume")
+        name = self._target()
         if name is None:
             return
         if self._state_of(name) == "suspended":
@@ -231,7 +276,7 @@ class ControlRoom(App[None]):
             self.command(f"suspend {name}", lambda: self.control.suspend(name))
 
     def action_restart(self) -> None:
-        name = self._target("restart")
+        name = self._target()
         if name is None:
             return
 
@@ -244,7 +289,7 @@ class ControlRoom(App[None]):
             "Restart"), confirmed)
 
     def action_inject(self) -> None:
-        name = self._target("inject")
+        name = self._target()
         if name is None:
             return
 
@@ -269,17 +314,15 @@ class ControlRoom(App[None]):
 
     # -- command palette -------------------------------------------------------------------
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The app's actions, then the screen's: the lists the bindings and help come from.
+        Each runs through ``run_action``, like its key (so through the read-only gate)."""
         yield from super().get_system_commands(screen)
-        specs: list[ActionSpec] = [*GLOBAL_ACTIONS]
-        if isinstance(screen, DashboardScreen):
-            specs += [s for s in DASHBOARD_ACTIONS if s.palette]
-        specs += list(getattr(screen, "PALETTE_ACTIONS", ()))
-        for spec in specs:
-            if not spec.palette or spec.action == "quit":
-                continue
-            target = self if spec in GLOBAL_ACTIONS else screen
-            yield SystemCommand(spec.description, f"{spec.keys} · {spec.binding_id}",
-                                _runner(target, spec.action))
+        own = screen.ACTIONS if isinstance(screen, LiveScreen) else ()
+        for target, specs in ((self, GLOBAL_ACTIONS), (screen, own)):
+            for spec in specs:
+                if spec.palette and spec.action != "quit":
+                    yield SystemCommand(spec.description, f"{spec.keys} · {spec.binding_id}",
+                                        self._runner(target, spec.action))
         for theme in self._themes:
             yield SystemCommand(f"Theme: {theme.name}", "switch to this theme",
                                 _theme_setter(self, theme.name))
@@ -287,6 +330,12 @@ class ControlRoom(App[None]):
     # -- too small -----------------------------------------------------------------------------
     def on_resize(self) -> None:
         self._check_size()
+
+    def _runner(self, target: DOMNode, action: str) -> Callable[[], Awaitable[bool]]:
+        def run() -> Awaitable[bool]:
+            return self.run_action(action, target)
+
+        return run
 
     def _check_size(self) -> None:
         small = self.size.width < MIN_SIZE[0] or self.size.height < MIN_SIZE[1]
@@ -299,15 +348,11 @@ class ControlRoom(App[None]):
                 self.pop_screen()
 
 
-def _runner(target: Any, action: str) -> Callable[[], Any]:
-    def run() -> Any:
-        return getattr(target, f"action_{action}")()
-
-    return run
-
-
 def _theme_setter(app: ControlRoom, name: str) -> Callable[[], None]:
     def set_theme() -> None:
         app.theme = name
 
     return set_theme
+
+
+_ROOM: type[Room] = ControlRoom  # the app is what its screens expect (checked by mypy)

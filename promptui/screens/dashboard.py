@@ -3,28 +3,22 @@ the anomaly feed and the activity log."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Sparkline
 
-from promptui.actions import DASHBOARD_ACTIONS
+from promptui.actions import DASHBOARD_ACTIONS, bindings
+from promptui.screens.base import LiveScreen, OpenIncidents, OpenProcess
 from promptui.store import FeedLine, UIStore
 from promptui.widgets.feeds import ActivityLog, AnomalyFeed
 from promptui.widgets.header import StatusHeader
 from promptui.widgets.process_table import ProcessTable
 
-if TYPE_CHECKING:
-    from promptui.app import ControlRoom
 
-
-class DashboardScreen(Screen[None]):
-    BINDINGS = [spec.binding() for spec in DASHBOARD_ACTIONS]
-
-    app: ControlRoom
+class DashboardScreen(LiveScreen):
+    ACTIONS = DASHBOARD_ACTIONS
+    BINDINGS = bindings(DASHBOARD_ACTIONS)
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -56,11 +50,11 @@ class DashboardScreen(Screen[None]):
         return self.table.selected_name
 
     # -- the pump writes here (only while this screen is active) -------------------------
-    def show(self, store: UIStore, now: float, feed: list[FeedLine],
-             activity: list[str]) -> None:
+    async def show(self, store: UIStore, now: float, feed: list[FeedLine],
+                   activity: list[str]) -> None:
         if not self.query(AnomalyFeed):
             return  # not composed yet; the store keeps everything for replay()
-        control = self.app.control
+        control = self.room.control
         self.query_one(StatusHeader).show(control.name, store, now, control.read_only,
                                           control.link)
         self.table.sync(store.processes, now)
@@ -85,7 +79,7 @@ class DashboardScreen(Screen[None]):
         queue.data, rate.data = queue_points, rate_points
 
     def on_screen_resume(self) -> None:
-        self.replay(self.app.store)
+        self.replay(self.room.store)
 
     def replay(self, store: UIStore) -> None:
         """Refill the logs from the store after another screen was on top."""
@@ -99,7 +93,7 @@ class DashboardScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted)
     def _selection_moved(self) -> None:
-        self._show_sparks(self.app.store)
+        self._show_sparks(self.room.store)
 
     @on(DataTable.RowSelected)
     def _row_chosen(self) -> None:
@@ -109,7 +103,7 @@ class DashboardScreen(Screen[None]):
     def action_open_process(self) -> None:
         name = self.current_process()
         if name is not None:
-            self.app.open_process(name)
+            self.post_message(OpenProcess(name))
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -143,7 +137,7 @@ class DashboardScreen(Screen[None]):
         self.notify(f"sorted by {self.table.cycle_sort(self.table.sort_column)}", timeout=2)
 
     def action_incidents(self) -> None:
-        self.app.open_incidents()
+        self.post_message(OpenIncidents())
 
     def action_pause_feed(self) -> None:
         paused = self.feed.toggle_pause()

@@ -5,79 +5,55 @@ tick; only the visible tab is redrawn, by diff, from one ``process_detail`` read
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
-from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from promptui.actions import ActionSpec
+from promptui.actions import DETAIL_ACTIONS, RECONCILE, bindings
+from promptui.screens.base import LiveScreen, OpenTimeline
 from promptui.screens.dialogs import ConfirmDialog, ReconcileChoice, ReconcileDialog
 from promptui.screens.evidence_dialog import EvidenceChoice, EvidenceDialog
+from promptui.screens.run_steps import RunStepsDialog
 from promptui.store import FeedLine, UIStore
-from promptui.widgets.detail_tabs import (
+from promptui.widgets.conversation import ConversationLog
+from promptui.widgets.detail_rows import (
     CONTEXT_COLS,
     DEAD_COLS,
     QUEUE_COLS,
     RUN_COLS,
     TIMELINE_COLS,
-    ConversationLog,
-    KeyedTable,
-    LiveView,
-    RunStepsDialog,
-    config_view,
     context_rows,
     dead_rows,
-    governance_view,
     queue_rows,
     row_detail,
     run_rows,
     timeline_rows,
 )
+from promptui.widgets.keyed_table import KeyedTable
+from promptui.widgets.live_view import LiveView
 from promptui.widgets.process_table import STATE_STYLES
+from promptui.widgets.process_views import config_view, governance_view
 from runtime_core.control import ControlError, ProcessDetail, RunView
 
-if TYPE_CHECKING:
-    from promptui.app import ControlRoom
-
-# (pane id, tab label): short labels so all nine fit on an 80-column terminal.
-TABS = (("live", "1 Live"), ("queue", "2 Queue"), ("dead", "3 Dead"), ("runs", "4 Runs"),
-        ("context", "5 Context"), ("conversation", "6 Chat"), ("governance", "7 Gov"),
-        ("config", "8 Config"), ("timeline", "9 Timeline"))
-TAB_NAMES = {"live": "Live", "queue": "Queue", "dead": "Dead letters", "runs": "Runs",
-             "context": "Context", "conversation": "Conversation", "governance": "Governance",
-             "config": "Config", "timeline": "Timeline"}
 TIMELINE_ROWS = 50  # the tab shows the newest entries; the full timeline is `w`
 # What gets the focus when a tab is picked by its number key.
 TAB_FOCUS = {"live": "#live-log", "queue": "#queue-table", "dead": "#dead-table",
              "runs": "#runs-table", "context": "#context-table",
              "conversation": "#conversation-log", "governance": "#governance-scroll",
              "config": "#config-scroll", "timeline": "#timeline-table"}
-
-DETAIL_ACTIONS = (
-    ActionSpec("detail.back", "escape,backspace", "back", "Back"),
-    *(ActionSpec(f"detail.tab_{pane}", label[0], f"tab_{pane}", f"Show {TAB_NAMES[pane]}",
-                 show=False) for pane, label in TABS),
-    ActionSpec("detail.mark", "space", "mark", "Mark"),
-    ActionSpec("detail.redeliver", "r", "redeliver", "Redeliver", mutating=True),
-    ActionSpec("detail.redeliver_all", "R", "redeliver_all", "Redeliver all", mutating=True),
-    ActionSpec("detail.clear_dead", "x", "clear_dead", "Clear dead", mutating=True),
-    ActionSpec("detail.open_run", "enter", "open_run", "Open run"),
-    ActionSpec("detail.timeline", "w", "timeline", "Timeline", show=False),
-)
 DEAD_ONLY = frozenset({"mark", "redeliver", "redeliver_all", "clear_dead"})
 
-class ProcessDetailScreen(Screen[None]):
-    CSS_PATH = "detail.tcss"
-    PALETTE_ACTIONS: tuple[ActionSpec, ...] = DETAIL_ACTIONS
-    BINDINGS = [spec.binding() for spec in DETAIL_ACTIONS]
 
-    app: ControlRoom
+class ProcessDetailScreen(LiveScreen):
+    CSS_PATH = "detail.tcss"
+    ACTIONS = DETAIL_ACTIONS
+    BINDINGS = bindings(DETAIL_ACTIONS)
 
     def __init__(self, process: str) -> None:
         super().__init__()
@@ -141,7 +117,7 @@ class ProcessDetailScreen(Screen[None]):
         if not self._ready:
             return
         try:
-            detail = await self.app.control.process_detail(self.process)
+            detail = await self.room.control.process_detail(self.process)
         except ControlError as exc:
             self._show_gone(str(exc))
             return
@@ -161,7 +137,7 @@ class ProcessDetailScreen(Screen[None]):
 
     async def _draw_timeline(self) -> None:
         try:
-            entries = await self.app.control.journal_entries(self.process,
+            entries = await self.room.control.journal_entries(self.process,
                                                              limit=TIMELINE_ROWS)
         except ControlError as exc:
             self.query_one("#timeline-detail", Static).update(Text(str(exc), style="yellow"))
@@ -184,7 +160,7 @@ class ProcessDetailScreen(Screen[None]):
         text.append(f"  dead {s.dead_letters}", style="yellow" if s.dead_letters else "")
         text.append(f"  waiting {s.waiting_runs}", style="bold red" if s.waiting_runs else "")
         text.append(f"  active {s.active_runs}  done {s.invocations}", style="dim")
-        if self.app.control.read_only:
+        if self.room.control.read_only:
             text.append("  read-only", style="bold magenta")
         self.query_one("#detail-title", Static).update(text)
 
@@ -270,9 +246,7 @@ class ProcessDetailScreen(Screen[None]):
         self.app.pop_screen()
 
     def action_timeline(self) -> None:
-        from promptui.screens.timeline import TimelineScreen  # loaded when first opened
-
-        self.app.push_screen(TimelineScreen(self.process))
+        self.post_message(OpenTimeline(self.process))
 
     def show_tab(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
@@ -305,13 +279,6 @@ class ProcessDetailScreen(Screen[None]):
     def action_tab_timeline(self) -> None:
         self.show_tab("timeline")
 
-    def _refused(self, what: str) -> bool:
-        if self.app.control.read_only:  # same wording as the app's global keys
-            self.app.notify(f"read-only: {what} is disabled (started with --read-only)",
-                            severity="warning", timeout=4)
-            return True
-        return False
-
     def action_mark(self) -> None:
         table = self.table("dead")
         key = table.cursor_key
@@ -322,8 +289,6 @@ class ProcessDetailScreen(Screen[None]):
         table.action_cursor_down()  # mark a run of rows with repeated space
 
     def action_redeliver(self) -> None:
-        if self._refused("redeliver"):
-            return
         table = self.table("dead")
         ids = [key for key in table.keys if key in self.marked]
         if not ids and table.cursor_key is not None:
@@ -332,37 +297,33 @@ class ProcessDetailScreen(Screen[None]):
             self.app.notify("no dead letters to redeliver", severity="warning", timeout=3)
             return
         self.marked -= set(ids)
-        name, control = self.process, self.app.control
-        self.app.command(f"redeliver {len(ids)} to {name}",
-                         lambda: control.redeliver(name, ids),
-                         lambda n: f"{n} of {len(ids)} redelivered to {name}")
+        name, control = self.process, self.room.control
+        self.room.command(f"redeliver {len(ids)} to {name}",
+                          lambda: control.redeliver(name, ids),
+                          lambda n: f"{n} of {len(ids)} redelivered to {name}")
 
     def action_redeliver_all(self) -> None:
-        if self._refused("redeliver"):
-            return
         if self.detail is not None and not self.detail.dead_letters:
             self.app.notify("no dead letters to redeliver", severity="warning", timeout=3)
             return
-        name, control = self.process, self.app.control
+        name, control = self.process, self.room.control
         self.marked.clear()
-        self.app.command(f"redeliver all to {name}", lambda: control.redeliver(name, None),
-                         lambda n: f"{n} redelivered to {name}")
+        self.room.command(f"redeliver all to {name}", lambda: control.redeliver(name, None),
+                          lambda n: f"{n} redelivered to {name}")
 
     def action_clear_dead(self) -> None:
-        if self._refused("clear dead letters"):
-            return
         count = len(self.detail.dead_letters) if self.detail is not None else 0
         if not count:
             self.app.notify("no dead letters to clear", severity="warning", timeout=3)
             return
-        name, control = self.process, self.app.control
+        name, control = self.process, self.room.control
 
         def confirmed(ok: bool | None) -> None:
             if ok:
                 self.marked.clear()
-                self.app.command(f"clear dead letters of {name}",
-                                 lambda: control.clear_dead_letters(name),
-                                 lambda n: f"{n} dead letters of {name} cleared")
+                self.room.command(f"clear dead letters of {name}",
+                                  lambda: control.clear_dead_letters(name),
+                                  lambda n: f"{n} dead letters of {name} cleared")
 
         self.app.push_screen(ConfirmDialog(
             f"Clear {count} dead letter{'s' if count != 1 else ''} of {name}?",
@@ -374,15 +335,14 @@ class ProcessDetailScreen(Screen[None]):
             return
         if run.state != "waiting":
             self.app.push_screen(RunStepsDialog(self.process, run))
-        elif self.app.control.read_only:
-            self._refused("reconcile")
+        elif not self.room.permits(RECONCILE):  # the steps, and why it waits
             self.app.push_screen(RunStepsDialog(
                 self.process, run, "read-only: this run waits for an operator to reconcile"))
         else:
             self.run_worker(self._reconcile(run.run_id), group="reconcile", exclusive=True)
 
     async def _reconcile(self, run_id: str) -> None:
-        name, control = self.process, self.app.control
+        name, control = self.process, self.room.control
         try:
             detail = await control.waiting_detail(name, run_id)
         except ControlError as exc:  # reconciled elsewhere meanwhile, or the process went
@@ -396,7 +356,7 @@ class ProcessDetailScreen(Screen[None]):
         def decided(choice: ReconcileChoice | None) -> None:
             if choice is None:
                 return
-            self.app.command(
+            self.room.command(
                 f"reconcile run {run_id[:8]}",
                 lambda: control.reconcile(name, run_id, choice.outcome, result=choice.result,
                                           note=choice.note),
@@ -405,14 +365,14 @@ class ProcessDetailScreen(Screen[None]):
         self.app.push_screen(ReconcileDialog(name, detail), decided)
 
     def _answer_evidence(self, run_id: str, detail: dict[str, Any]) -> None:
-        name, control = self.process, self.app.control
+        name, control = self.process, self.room.control
         done = {"supplied": "evidence supplied", "returned": "sent back to the model",
                 "failed": "failed"}
 
         def decided(choice: EvidenceChoice | None) -> None:
             if choice is None:
                 return
-            self.app.command(
+            self.room.command(
                 f"answer run {run_id[:8]}",
                 lambda: control.answer_evidence(name, run_id, choice.action,
                                                 evidence=choice.evidence, note=choice.note),

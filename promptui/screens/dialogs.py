@@ -1,9 +1,11 @@
-"""Modal dialogs: confirm (Cancel focused), inject an event (a JSON payload validated before it
-is sent) and reconcile a run whose write outcome is unknown."""
+"""Modal dialogs: confirm (Cancel focused), ask for one line (a fork's name, a time to jump
+to), inject an event (a JSON payload validated before it is sent) and reconcile a run whose
+write outcome is unknown."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,54 @@ class ConfirmDialog(ModalScreen[bool]):
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+class AskDialog(ModalScreen[str | None]):
+    """One line of input, checked as typed; enter or OK returns it, escape returns None."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel")]
+
+    def __init__(self, title: str, prompt: str, value: str = "",
+                 check: Callable[[str], str] | None = None) -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = title
+        self.prompt = prompt
+        self.value = value
+        self.check = check or (lambda _: "")
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(self.value, placeholder=self.prompt, id="ask-input")
+            yield Static("", id="ask-error", classes="dialog-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("OK", id="ok", variant="primary")
+
+    def on_mount(self) -> None:
+        box = self.query_one("#ask-input", Input)
+        box.border_title = self.prompt
+        box.focus()
+
+    @on(Input.Changed, "#ask-input")
+    def _validate(self, event: Input.Changed) -> None:
+        error = self.check(event.value)
+        self.query_one("#ask-error", Static).update(error)
+        self.query_one("#ok", Button).disabled = bool(error)
+
+    @on(Input.Submitted, "#ask-input")
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        value = self.query_one("#ask-input", Input).value
+        error = self.check(value)
+        if error:
+            self.query_one("#ask-error", Static).update(error)
+            return
+        self.dismiss(value)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,14 +1,10 @@
 """The rewind preview: what a rewind to an entry would change, per mode, and above all what it
 cannot undo. Nothing happens until the operator applies; an irreversible plan (writes to the
-outside world after the target) asks for the process name first. Also a one-line ask dialog
-(fork name, time to jump to)."""
+outside world after the target) asks for the process name first."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -20,25 +16,16 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
-from promptui.widgets.detail_tabs import clip
+from promptui.actions import REWIND, read_only_message
+from promptui.format import clip, date_time, short
+from promptui.screens.base import room_of
 from runtime_core.control import ControlError, JournalEntryView
 from runtime_core.journal.rewind_plan import RewindPlan
-
-if TYPE_CHECKING:
-    from promptui.app import ControlRoom
 
 # (mode, label): keys 1-5 pick them in this order.
 MODES = (("both", "both"), ("conversation_only", "conversation"), ("code_only", "code"),
          ("summarize", "summarize"), ("cancel", "cancel"))
 DROPPED_SHOWN = 5
-
-
-def short(value: Any, limit: int = 40) -> str:
-    if value is None:
-        return "—"
-    text = value if isinstance(value, str) else json.dumps(value, default=str,
-                                                            ensure_ascii=False)
-    return clip(text, limit)
 
 
 def effects_view(plan: RewindPlan) -> Text:
@@ -57,9 +44,9 @@ def effects_view(plan: RewindPlan) -> Text:
 
 
 def plan_view(plan: RewindPlan) -> RenderableType:
-    when = datetime.fromtimestamp(plan.target_timestamp).isoformat(sep=" ", timespec="seconds")
     head = Text()
-    head.append(f"Target #{plan.target_seq} {plan.target_type} at {when}\n", style="bold")
+    head.append(f"Target #{plan.target_seq} {plan.target_type} at "
+                f"{date_time(plan.target_timestamp)}\n", style="bold")
     head.append(f"Entries: {plan.entries_affected} of {plan.entries_total} affected "
                 f"(conversation {plan.conversation_affected}, state {plan.state_affected}, "
                 f"other {plan.other_affected})")
@@ -104,8 +91,6 @@ class RewindPreview(ModalScreen[str | None]):
                           id=f"promptui.rewind.mode_{mode}")
                   for i, (mode, label) in enumerate(MODES, 1))]
 
-    app: ControlRoom
-
     def __init__(self, process: str, entry: JournalEntryView, *, read_only: bool = False,
                  mode: str = "both") -> None:
         super().__init__(classes="dialog-screen")
@@ -146,7 +131,7 @@ class RewindPreview(ModalScreen[str | None]):
 
     async def _fetch(self, mode: str) -> None:
         try:
-            plan = await self.app.control.rewind_plan(self.process, self.entry.entry_id, mode)
+            plan = await room_of(self).control.rewind_plan(self.process, self.entry.entry_id, mode)
         except ControlError as exc:
             plan, error = None, str(exc)
         except Exception as exc:  # a remote that went away: say so, keep the dialog up
@@ -184,7 +169,7 @@ class RewindPreview(ModalScreen[str | None]):
         status = self.query_one("#rewind-status", Static)
         typed = self.query_one("#rewind-confirm", Input).value.strip() == self.process
         if self.read_only:
-            why = "read-only: preview only, rewind is disabled (started with --read-only)"
+            why = read_only_message(f"preview only, {REWIND.refused_as}")
         elif self.mode == "cancel":
             why = "cancel: preview only — pick a mode with 1-4 to apply"
         elif self.plan is None:
@@ -234,54 +219,6 @@ class RewindPreview(ModalScreen[str | None]):
     def _apply(self) -> None:
         if not self.query_one("#apply", Button).disabled:
             self.dismiss(self.mode)
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class AskDialog(ModalScreen[str | None]):
-    """One line of input, checked as typed; enter or OK returns it, escape returns None."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel")]
-
-    def __init__(self, title: str, prompt: str, value: str = "",
-                 check: Callable[[str], str] | None = None) -> None:
-        super().__init__(classes="dialog-screen")
-        self.title_text = title
-        self.prompt = prompt
-        self.value = value
-        self.check = check or (lambda _: "")
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Label(self.title_text, classes="dialog-title")
-            yield Input(self.value, placeholder=self.prompt, id="ask-input")
-            yield Static("", id="ask-error", classes="dialog-error")
-            with Horizontal(classes="dialog-buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("OK", id="ok", variant="primary")
-
-    def on_mount(self) -> None:
-        box = self.query_one("#ask-input", Input)
-        box.border_title = self.prompt
-        box.focus()
-
-    @on(Input.Changed, "#ask-input")
-    def _validate(self, event: Input.Changed) -> None:
-        error = self.check(event.value)
-        self.query_one("#ask-error", Static).update(error)
-        self.query_one("#ok", Button).disabled = bool(error)
-
-    @on(Input.Submitted, "#ask-input")
-    @on(Button.Pressed, "#ok")
-    def _ok(self) -> None:
-        value = self.query_one("#ask-input", Input).value
-        error = self.check(value)
-        if error:
-            self.query_one("#ask-error", Static).update(error)
-            return
-        self.dismiss(value)
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

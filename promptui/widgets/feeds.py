@@ -3,21 +3,16 @@ batches by the pump. The feed can be paused with a "+N new" count so an operator
 
 from __future__ import annotations
 
-import time
-
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.widgets import Log
 
+from promptui.format import clock
 from promptui.store import FeedLine
 
 SEVERITY_MARK = {"critical": "✖", "warning": "▲", "info": "·"}
 FEED_MAX_LINES = 1000
 ACTIVITY_MAX_LINES = 1000
-
-
-def clock_text(at: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(at))
 
 
 class SeverityHighlighter(Highlighter):
@@ -49,7 +44,7 @@ class AnomalyFeed(Log):
     @staticmethod
     def render_line_text(line: FeedLine) -> str:
         mark = SEVERITY_MARK.get(line.severity, "·")
-        return f"{clock_text(line.at)} {mark} {line.process}: {line.text}"
+        return f"{clock(line.at)} {mark} {line.process}: {line.text}"
 
     def add(self, lines: list[FeedLine]) -> None:
         if not lines:
@@ -91,6 +86,6 @@ class ActivityLog(Log):
 
     def add(self, lines: list[str], at: float) -> None:
         if lines:
-            stamp = clock_text(at)
+            stamp = clock(at)
             self.write_lines([f"{stamp} {line}" for line in lines])
 

@@ -3,11 +3,10 @@ away, process counts by state, events/s, total queued and a read-only badge."""
 
 from __future__ import annotations
 
-import time
-
 from rich.text import Text
 from textual.widgets import Static
 
+from promptui.format import clock
 from promptui.store import UIStore
 
 STATE_MARKS = (("running", "●", "green"), ("suspended", "◐", "yellow"),
@@ -26,7 +25,7 @@ class StatusHeader(Static):
         text = Text()
         text.append(" promptui ", style="bold reverse")
         text.append(f" {runtime_name} ", style="bold")
-        text.append(time.strftime("%H:%M:%S", time.localtime(now)), style="dim")
+        text.append(clock(now), style="dim")
         text.append("  ")
         if link:  # attached and the server went away: the view below is the last one seen
             text.append(f" ⟳ {link.split(':', 1)[0]} ", style="bold white on red")

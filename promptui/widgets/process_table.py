@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
+from promptui.format import age
 from runtime_core.control import ProcessSummary
 
 STATE_STYLES = {
@@ -49,19 +50,6 @@ COLUMNS = (
     Column("budget", "Bdgt", 5),
     Column("last", "Last", 5),
 )
-
-
-def age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 86400:
-        return f"{seconds / 3600:.0f}h"
-    return f"{seconds / 86400:.0f}d"
 
 
 Cell = tuple[str, str]  # (text, style): cheap to build and compare every tick

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from promptui.manifest_cli import TEMPLATES
+from promptui.cli.manifests import TEMPLATES
 from runtime_core import AgentRuntime
 from runtime_core.manifest import ManifestError, load_directory, load_manifest, parse_manifest
 from tests.e2e.test_cli_demo import promptui_command

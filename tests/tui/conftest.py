@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from promptui.headless import BUNDLED_DEMO, load_runtime
+from promptui.cli.options import BUNDLED_DEMO, load_runtime
 from runtime_core import AgentRuntime
 
 

@@ -18,7 +18,7 @@ from promptui.app import ControlRoom
 from promptui.screens.dashboard import DashboardScreen
 from promptui.screens.detail import ProcessDetailScreen
 from promptui.screens.dialogs import ConfirmDialog, ReconcileDialog
-from promptui.widgets.detail_tabs import RunStepsDialog
+from promptui.screens.run_steps import RunStepsDialog
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, TriggerEvent, tool
 from runtime_core.control import LocalControl
 from runtime_core.journal import EntryType, ReadFilter

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import App
 
-from promptui.widgets.detail_tabs import Col, KeyedTable
+from promptui.widgets.keyed_table import Col, KeyedTable
 
 
 async def test_sync_before_mount_adds_the_columns_first() -> None:

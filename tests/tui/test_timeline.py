@@ -13,7 +13,8 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Input
 
 from promptui.app import ControlRoom
-from promptui.screens.rewind_dialog import AskDialog, RewindPreview
+from promptui.screens.dialogs import AskDialog
+from promptui.screens.rewind_dialog import RewindPreview
 from promptui.screens.timeline import PAGE, TYPE_FILTERS, TimelineScreen, parse_when
 from runtime_core import AgentRuntime, ProcessConfig, ToolContext, TriggerEvent
 from runtime_core.control import LocalControl

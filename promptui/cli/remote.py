@@ -1,107 +1,55 @@
 """``promptui status``, ``start|stop|suspend|resume|restart NAME`` and ``dead-letters NAME``:
 commands against a served runtime (``--url``, ``PROMPTUI_URL`` or the ``promptui serve``
-running in this folder), else, where that makes sense, what the local journal knows. Also the
-shared bits ``logs`` and ``rewind`` use to go to a server: finding it, running a call, and
-printing a failure an operator can act on."""
+running in this folder), else, where that makes sense, what the local journal knows."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from promptui.journal_cli import (
-    DEFAULT_JOURNAL,
+from promptui.cli.journal_status import journal_rows, print_journal_status, stored_dead_letters
+from promptui.cli.options import (
     JOURNAL_OPTION,
+    NAME_ARGUMENT,
+    NO_SERVER,
+    START_ONE,
     TOKEN_OPTION,
     URL_OPTION,
-    _check_process,
+    check_process,
+    fail,
+    json_option,
+    need_server,
+    on_server,
+    out,
+    server_for,
 )
-from promptui.journal_status import journal_rows, print_journal_status, stored_dead_letters
-from promptui.server_target import TOKEN_ENV, URL_ENV, ServerTarget, TargetError, find_server
-from runtime_core.api.client import RemoteControl
-from runtime_core.control import ControlError, DeadLetterView, ProcessSummary
-from runtime_core.journal.provider import JournalError
+from promptui.format import iso_short
 
-T = TypeVar("T")
-out = Console(highlight=False)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-START_ONE = f"start one with 'promptui serve', or give --url / set {URL_ENV}"
-NO_SERVER = f"no server: {START_ONE}"
+if TYPE_CHECKING:
+    from runtime_core.api.client import RemoteControl
+    from runtime_core.control import DeadLetterView, ProcessSummary
+
 SHORT_ID = 8  # event ids are uuids; the first characters are enough to name one
-NAME_ARGUMENT = typer.Argument(..., help="The process name.")
-HINTS = {
-    "UNAUTHORIZED": f"pass the server's token with --token (or set {TOKEN_ENV})",
-    "UNREACHABLE": "is 'promptui serve' running there? Check the URL and the port",
-}
-
-
-# -- the shared bits: which server, one call, the errors ---------------------------------------
-def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {escape(message)}")
-    return typer.Exit(code)
-
-
-def server_for(url: str | None, token: str | None,
-               journal: Path | None = None) -> ServerTarget | None:
-    """The server a command talks to, or None for the local journal. A ``--journal`` other
-    than the default, without ``--url``, means that file: an explicit flag beats the
-    environment and a server running here."""
-    if not url and journal is not None and journal != DEFAULT_JOURNAL:
-        return None
-    try:
-        return find_server(url, token)
-    except TargetError as exc:
-        raise fail(str(exc)) from None
-
-
-def need_server(url: str | None, token: str | None) -> ServerTarget:
-    target = server_for(url, token)
-    if target is None:
-        raise fail(NO_SERVER)
-    return target
-
-
-def on_server(target: ServerTarget, action: Callable[[RemoteControl], Awaitable[T]]) -> T:
-    """``action`` with a RemoteControl on ``target``, closed after; a refused or failed call is
-    printed in red and exits 1."""
-    try:
-        control = RemoteControl(target.url, token=target.token)
-    except ValueError as exc:
-        raise fail(f"{exc} ({target.found_by})") from None
-
-    async def go() -> T:
-        try:
-            return await action(control)
-        finally:
-            await control.close()
-
-    try:
-        return asyncio.run(go())
-    except ControlError as exc:
-        hint = HINTS.get(exc.code)
-        raise fail(f"{exc}; {hint}" if hint else str(exc), 1) from None
 
 
 # -- status ----------------------------------------------------------------------------------
 def status(
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON object."),
+    as_json: bool = json_option("Print a JSON object."),
     url: str | None = URL_OPTION,
     token: str | None = TOKEN_OPTION,
     journal: Path = JOURNAL_OPTION,
 ) -> None:
     """The processes of the served runtime; without a server, what the journal knows."""
+    from runtime_core.journal.provider import JournalError
+
     target = server_for(url, token, journal)
     if target is None:
         if not journal.exists():
@@ -186,12 +134,14 @@ def dead_letters(
                                         "(an id or a unique prefix; repeat for more)."),
     every: bool = typer.Option(False, "--all", help="Redeliver every dead letter."),
     clear: bool = typer.Option(False, "--clear", help="Drop every dead letter."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list."),
+    as_json: bool = json_option("Print a JSON list."),
     url: str | None = URL_OPTION,
     token: str | None = TOKEN_OPTION,
     journal: Path = JOURNAL_OPTION,
 ) -> None:
     """List a process's dead letters; redeliver them (--redeliver ID, --all) or --clear them."""
+    from runtime_core.journal.provider import JournalError
+
     if sum((bool(redeliver), every, clear)) > 1:
         raise fail("choose one of --redeliver, --all or --clear")
     changing = bool(redeliver) or every or clear
@@ -203,7 +153,7 @@ def dead_letters(
             raise fail(f"no server running and no journal at {journal}: {START_ONE}, or "
                        "pass --journal PATH")
         try:
-            _check_process(journal, name)
+            check_process(journal, name)
             letters = stored_dead_letters(journal, name)
         except JournalError as exc:
             raise fail(str(exc)) from None
@@ -226,6 +176,8 @@ def dead_letters(
 
 async def _redeliver(control: RemoteControl, name: str, wanted: list[str] | None) -> int:
     """Redeliver all (no ids) or the named ones; an id may be a unique prefix."""
+    from runtime_core.control import ControlError
+
     if not wanted:
         return await control.redeliver(name, None)
     known = [letter.event_id for letter in await control.dead_letters(name)]
@@ -260,14 +212,7 @@ def _print_letters(name: str, letters: list[DeadLetterView], as_json: bool, sour
     for letter in letters:
         reason = f"{letter.reason}: {letter.error}" if letter.error else letter.reason
         table.add_row(letter.event_id[:SHORT_ID], escape(letter.trigger_type),
-                      str(letter.attempts), escape(_iso_when(letter.dead_lettered_at)),
+                      str(letter.attempts), escape(iso_short(letter.dead_lettered_at)),
                       escape(reason), escape(letter.payload_preview))
     out.print(table)
     out.print(escape(hint))
-
-
-def _iso_when(text: str) -> str:
-    try:
-        return datetime.fromisoformat(text).astimezone().strftime("%m-%d %H:%M:%S")
-    except ValueError:
-        return text

@@ -6,27 +6,29 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from runtime_core.control import DeadLetterView, preview
-from runtime_core.journal.inspect import process_names, read_dead_letters, read_entries
+from promptui.format import date_time
 
-
-def _when(ts: float | None) -> str:
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+if TYPE_CHECKING:
+    from runtime_core.control import DeadLetterView
 
 
 def journal_rows(path: Path) -> list[dict[str, Any]]:
     """One row per process: its last state, its last entry and its dead letters."""
+    from runtime_core.journal.inspect import process_names
+
     return [_journal_row(path, name) for name in process_names(path)]
 
 
 def _journal_row(path: Path, name: str) -> dict[str, Any]:
+    from runtime_core.journal.inspect import read_dead_letters, read_entries
+
     moves = read_entries(path, name, entry_type="state_transition", limit=1, newest_first=True)
     shutdowns = read_entries(path, name, entry_type="shutdown", limit=1, newest_first=True)
     last = read_entries(path, name, limit=1, newest_first=True)
@@ -52,7 +54,8 @@ def print_journal_status(rows: list[dict[str, Any]], path: Path, as_json: bool,
                   box=box.SIMPLE_HEAD)
     for row in rows:
         table.add_row(escape(row["name"]), escape(row["last_state"] or "-"),
-                      escape(row["last_entry_type"]), _when(row["last_entry_at"]),
+                      escape(row["last_entry_type"]),
+                      date_time(row["last_entry_at"]) if row["last_entry_at"] else "-",
                       str(row["dead_letters"]))
     out.print(table)
     out.print("Live state, queues and runs need a server: 'promptui serve', or --url.")
@@ -60,6 +63,9 @@ def print_journal_status(rows: list[dict[str, Any]], path: Path, as_json: bool,
 
 def stored_dead_letters(path: Path, process: str) -> list[DeadLetterView]:
     """The dead letters the journal keeps for ``process``, as the control plane shows them."""
+    from runtime_core.control import DeadLetterView, preview
+    from runtime_core.journal.inspect import read_dead_letters
+
     return [DeadLetterView(
         str(d.event.get("event_id", "")), str(d.event.get("trigger_type", "")), d.reason,
         d.error, d.attempts, datetime.fromtimestamp(d.dead_lettered_at, UTC).isoformat(),

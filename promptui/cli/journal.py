@@ -1,55 +1,43 @@
-"""``promptui logs`` and ``promptui journal ...``: read a journal file without changing it."""
+"""``promptui logs`` and ``promptui journal ...``: read a process's journal (from the server, else
+the file) without changing it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import sys
 import time
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from runtime_core.journal.entry import JournalEntry
-from runtime_core.journal.inspect import process_names, read_entries, verify
-from runtime_core.journal.provider import JournalError
+from promptui.cli.options import (
+    JOURNAL_OPTION,
+    NAME_ARGUMENT,
+    TOKEN_OPTION,
+    URL_OPTION,
+    ServerTarget,
+    check_process,
+    fail,
+    json_option,
+    on_server,
+    server_for,
+    wrapped,
+)
+from promptui.format import clock_ms
 
 if TYPE_CHECKING:
-    from promptui.server_target import ServerTarget
     from runtime_core.api.client import RemoteControl
     from runtime_core.control import JournalEntryView
+    from runtime_core.journal.entry import JournalEntry
 
-DEFAULT_JOURNAL = Path(".promptui/journal.db")
-JOURNAL_OPTION = typer.Option(DEFAULT_JOURNAL, "--journal", "-j",
-                              help="The journal file (default .promptui/journal.db).")
-URL_OPTION = typer.Option(None, "--url", help="A served runtime (promptui serve), e.g. "
-                          "http://127.0.0.1:8765 (default: PROMPTUI_URL, or the server "
-                          "running in this folder).")
-TOKEN_OPTION = typer.Option(None, "--token", help="The server's token (default: "
-                            "PROMPTUI_TOKEN, or the token file of the server running here).")
 FOLLOW_SECONDS = 0.5
 PAGE = 1000
 
 journal_app = typer.Typer(help="Export and verify a journal file.", no_args_is_help=True)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-
-
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {escape(message)}")
-    return typer.Exit(2)
-
-
-def _check_process(path: Path, process: str) -> None:
-    names = process_names(path)
-    if process not in names:
-        known = ", ".join(names) or "none yet"
-        raise _fail(f"{path} has no entries for process {process!r} (processes: {known})")
 
 
 def format_entry(entry: JournalEntry, width: int = 100) -> str:
@@ -59,8 +47,7 @@ def format_entry(entry: JournalEntry, width: int = 100) -> str:
 
 def _line(seq: int, ts: float, entry_type: str, run_id: str | None, summary: str,
           width: int) -> str:
-    stamp = datetime.fromtimestamp(ts).strftime("%H:%M:%S.%f")[:-3]
-    head = f"{seq:>7} {stamp} {entry_type:<18} {run_id or '-':<16} "
+    head = f"{seq:>7} {clock_ms(ts)} {entry_type:<18} {run_id or '-':<16} "
     room = max(20, width - len(head))
     if len(summary) > room:
         summary = summary[: room - 1] + "…"
@@ -77,10 +64,10 @@ def _emit(entries: list[JournalEntry], as_json: bool, width: int) -> None:
 
 
 def logs(
-    process: str = typer.Argument(..., help="The process name."),
+    process: str = NAME_ARGUMENT,
     lines: int = typer.Option(20, "-n", "--lines", min=1, help="How many recent entries."),
     entry_type: str | None = typer.Option(None, "--type", "-t", help="Only this entry type."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    as_json: bool = json_option("One JSON object per line."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new entries."),
     journal: Path = JOURNAL_OPTION,
     url: str | None = URL_OPTION,
@@ -90,7 +77,8 @@ def logs(
 
     From the server given by --url or PROMPTUI_URL (or running here), else from the journal
     file."""
-    from promptui.remote_cli import server_for  # imported here: remote_cli imports this module
+    from runtime_core.journal.inspect import read_entries
+    from runtime_core.journal.provider import JournalError
 
     width = shutil.get_terminal_size((160, 24)).columns
     target = server_for(url, token, journal)
@@ -98,7 +86,7 @@ def logs(
         _logs_from_server(target, process, lines, entry_type, as_json, follow, width)
         return
     try:
-        _check_process(journal, process)
+        check_process(journal, process)
         recent = read_entries(journal, process, entry_type=entry_type, limit=lines,
                               newest_first=True)
         recent.reverse()
@@ -116,7 +104,7 @@ def logs(
                 _emit(new, as_json, width)
                 last = new[-1].seq
     except JournalError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except KeyboardInterrupt:
         return
 
@@ -125,7 +113,7 @@ def _logs_from_server(target: ServerTarget, process: str, lines: int, entry_type
                       as_json: bool, follow: bool, width: int) -> None:
     """The same listing over the API (summaries, redacted by the server, instead of the raw
     data); ``follow`` polls for entries after the newest one printed until Ctrl+C."""
-    from promptui.remote_cli import on_server
+    import asyncio
 
     def emit(views: list[JournalEntryView]) -> None:
         for view in views:
@@ -176,12 +164,15 @@ async def _entries_after(control: RemoteControl, process: str, entry_type: str |
 
 @journal_app.command("export")
 def export(
-    process: str = typer.Argument(..., help="The process name."),
+    process: str = NAME_ARGUMENT,
     journal: Path = JOURNAL_OPTION,
 ) -> None:
     """Write every entry of PROCESS as JSON lines to standard output."""
+    from runtime_core.journal.inspect import read_entries
+    from runtime_core.journal.provider import JournalError
+
     try:
-        _check_process(journal, process)
+        check_process(journal, process)
         since = 0
         while True:  # in pages, so a long journal never sits in memory at once
             page = read_entries(journal, process, since_seq=since, limit=5000)
@@ -190,20 +181,21 @@ def export(
             _emit(page, True, 0)
             since = page[-1].seq
     except JournalError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 @journal_app.command("verify")
 def verify_command(journal: Path = JOURNAL_OPTION) -> None:
     """Check the file, each process's chain of seqs, checksums and checkpoints."""
+    from runtime_core.journal.inspect import verify
+
     report = verify(journal)
-    out = Console(soft_wrap=True, highlight=False)
     for name, count in sorted(report.processes.items()):
         cps = report.checkpoints.get(name, 0)
-        out.print(f"{escape(name)}: {count} entries, {cps} checkpoints")
+        wrapped.print(f"{escape(name)}: {count} entries, {cps} checkpoints")
     if report.ok:
-        out.print(f"[green]ok[/green]: {escape(str(journal))} is sound")
+        wrapped.print(f"[green]ok[/green]: {escape(str(journal))} is sound")
         return
     for problem in report.problems:
-        out.print(f"[red]damaged[/red]: {escape(problem)}")
+        wrapped.print(f"[red]damaged[/red]: {escape(problem)}")
     raise typer.Exit(1)

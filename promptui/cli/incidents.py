@@ -5,35 +5,28 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from promptui.journal_cli import JOURNAL_OPTION, _check_process, _fail
-from runtime_core.incidents import Incident, fold_entries, value_text
-from runtime_core.journal.entry import EntryType
-from runtime_core.journal.inspect import process_names, read_entries
-from runtime_core.journal.provider import JournalError
+from promptui.cli.options import JOURNAL_OPTION, check_process, fail, json_option, out
+from promptui.format import ago
+
+if TYPE_CHECKING:
+    from runtime_core.incidents import Incident
 
 STATE_STYLES = {"open": "bold red", "recovered": "green", "resolved": "cyan"}
 
 
-def _ago(timestamp: float) -> str:
-    """How long ago, in the control room's units (the table must fit 80 columns)."""
-    seconds = max(0.0, time.time() - timestamp)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit} ago"
-    return f"{seconds:.0f}s ago"
-
-
 def load_incidents(journal: Path, process: str | None) -> list[tuple[str, Incident]]:
     """(process, incident) pairs: open ones first, then the latest seen."""
+    from runtime_core.incidents import fold_entries
+    from runtime_core.journal.entry import EntryType
+    from runtime_core.journal.inspect import process_names, read_entries
+
     names = [process] if process is not None else process_names(journal)
     found: list[tuple[str, Incident]] = []
     for name in names:
@@ -45,23 +38,24 @@ def load_incidents(journal: Path, process: str | None) -> list[tuple[str, Incide
 
 def incidents(
     process: str | None = typer.Option(None, "--process", "-p", help="Only this process."),
-    as_json: bool = typer.Option(False, "--json",
-                                 help="A JSON list, each incident with its payload history."),
+    as_json: bool = json_option("A JSON list, each incident with its payload history."),
     journal: Path = JOURNAL_OPTION,
 ) -> None:
     """List the incidents recorded in a journal: state, generation, occurrences, runs."""
+    from runtime_core.incidents import value_text
+    from runtime_core.journal.provider import JournalError
+
     try:
         if process is not None:
-            _check_process(journal, process)
+            check_process(journal, process)
         found = load_incidents(journal, process)
     except JournalError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if as_json:
         rows: list[dict[str, Any]] = [{"process": name, **incident.to_dict()}
                                       for name, incident in found]
         sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
         return
-    out = Console(highlight=False)
     if not found:
         where = f"process {process!r} in " if process else ""
         out.print(f"no incidents in {escape(where + str(journal))} (a process with "
@@ -77,6 +71,6 @@ def incidents(
         table.add_row(escape(name), incident.incident_id[:8],
                       f"[{STATE_STYLES.get(incident.state, '')}]{incident.state}[/]",
                       str(incident.generation), str(incident.version),
-                      str(incident.occurrences), _ago(incident.last_seen), runs,
+                      str(incident.occurrences), ago(incident.last_seen), runs,
                       escape(value_text(incident.fingerprint_value)[:60]))
     out.print(table)

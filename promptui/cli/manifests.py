@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from runtime_core.agent.mcp_tools import probe_servers
-from runtime_core.manifest import ManifestError, load_directory, load_manifest
-
-out = Console(soft_wrap=True, highlight=False)
+from promptui.cli.options import wrapped as out
 
 _HEADER = """\
 # A promptui process. Validate with: promptui validate {file}
@@ -96,6 +91,8 @@ def validate(
                                  help="Also connect each MCP server and list its tools."),
 ) -> None:
     """Check manifests; every problem is listed with file, line, column and field."""
+    from runtime_core.manifest import ManifestError, load_directory, load_manifest
+
     problems = 0
     for path in paths:
         try:
@@ -118,6 +115,10 @@ def validate(
 
 def _probe(servers: Any, base_dir: Path) -> int:
     """Connect the servers, print their tools with effects; the number that failed."""
+    import asyncio
+
+    from runtime_core.agent.mcp_tools import probe_servers
+
     failed = 0
     for row in asyncio.run(probe_servers(servers, base_dir=base_dir)):
         name = escape(f"servers.{row['server']}")

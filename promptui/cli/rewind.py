@@ -3,51 +3,51 @@ journal file, for a process that is not running (in the control room: the timeli
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from promptui.journal_cli import (
+from promptui.cli.options import (
     JOURNAL_OPTION,
+    NAME_ARGUMENT,
     TOKEN_OPTION,
     URL_OPTION,
-    _check_process,
-    _fail,
+    ServerTarget,
+    check_process,
+    fail,
+    on_server,
+    out,
+    server_for,
 )
-from runtime_core.journal.provider import JournalError, ReadFilter
-from runtime_core.journal.rewind import (
-    UnknownEntry,
-    apply_offline,
-    fork_offline,
-    parse_entry_id,
-    plan_offline,
-)
-from runtime_core.journal.rewind_plan import RewindMode, RewindPlan
-from runtime_core.journal.sqlite import SQLiteJournal
-from runtime_core.journal.summary import summarize
+from promptui.format import date_time
 
 if TYPE_CHECKING:
-    from promptui.server_target import ServerTarget
+    from runtime_core.journal.rewind_plan import RewindMode, RewindPlan
+    from runtime_core.journal.sqlite import SQLiteJournal
 
 T = TypeVar("T")
-out = Console(highlight=False)
-MODES = ", ".join(m.value for m in RewindMode)
+# RewindMode's values, for --help without loading the runtime (a bad --mode is checked against
+# RewindMode itself).
+MODES = "both, conversation_only, code_only, summarize, cancel"
 
 
-def _clock(ts: float) -> str:
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+def _mode(mode: str) -> RewindMode:
+    from runtime_core.journal.rewind_plan import RewindMode
+
+    try:
+        return RewindMode(mode)
+    except ValueError:
+        known = ", ".join(m.value for m in RewindMode)
+        raise fail(f"unknown mode {mode!r}; use one of: {known}") from None
 
 
 def print_plan(plan: RewindPlan) -> None:
     out.print(f"[b]Rewind {escape(plan.process)} to just before {plan.target_entry_id}[/b] "
-              f"({plan.target_type}, {_clock(plan.target_timestamp)}), mode "
+              f"({plan.target_type}, {date_time(plan.target_timestamp)}), mode "
               f"[b]{plan.mode.value}[/b]")
     out.print(f"{plan.entries_affected} of {plan.entries_total} entries from the target on: "
               f"{plan.conversation_affected} conversation, {plan.state_affected} state, "
@@ -73,15 +73,18 @@ def print_plan(plan: RewindPlan) -> None:
 
 
 async def _list(journal: SQLiteJournal, process: str, limit: int) -> None:
+    from runtime_core.journal.provider import ReadFilter
+    from runtime_core.journal.summary import summarize
+
     entries = await journal.read(ReadFilter(process=process, newest_first=True, limit=limit))
     for entry in entries:
-        out.print(f"{entry.entry_id:>18}  {_clock(entry.timestamp)}  {entry.entry_type:<17} "
+        out.print(f"{entry.entry_id:>18}  {date_time(entry.timestamp)}  {entry.entry_type:<17} "
                   f"{(entry.run_id or '-')[:12]:<12}  {escape(summarize(entry))}",
                   no_wrap=True, overflow="ellipsis")
 
 
 def rewind(
-    process: str = typer.Argument(..., help="The process name."),
+    process: str = NAME_ARGUMENT,
     entry: str | None = typer.Argument(None, help="The entry to go back to just before "
                                        "(PROCESS:SEQ or SEQ); without it, recent entries."),
     mode: str = typer.Option("both", "--mode", "-m", help=f"One of: {MODES}."),
@@ -97,19 +100,19 @@ def rewind(
 
     On the server given by --url or PROMPTUI_URL (or running here), else in the journal file
     of a process that is not running."""
-    from promptui.remote_cli import server_for  # imported here: remote_cli imports this module
+    import asyncio
+
+    from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
+    from runtime_core.journal.rewind_plan import RewindMode
 
     target = server_for(url, token, journal_path)
     if target is not None:
         _rewind_on_server(target, process, entry, mode, apply, yes, limit)
         return
     if not journal_path.exists():
-        raise _fail(f"no journal at {journal_path}; pass --journal PATH")
-    _check_process(journal_path, process)
-    try:
-        chosen = RewindMode(mode)
-    except ValueError:
-        raise _fail(f"unknown mode {mode!r}; use one of: {MODES}") from None
+        raise fail(f"no journal at {journal_path}; pass --journal PATH")
+    check_process(journal_path, process)
+    chosen = _mode(mode)
     if entry is None:
         asyncio.run(_with_journal(journal_path, lambda j: _list(j, process, limit)))
         out.print(f"Preview: promptui rewind {process} ENTRY --plan")
@@ -117,14 +120,14 @@ def rewind(
     try:
         parse_entry_id(process, entry)
     except UnknownEntry as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if not apply:
         plan = _run(journal_path, process, entry, chosen, dry=True)
         print_plan(plan)
         out.print(f"Apply: promptui rewind {process} {entry} --mode {chosen.value} --apply")
         return
     if chosen is RewindMode.CANCEL:
-        raise _fail("mode cancel only previews; choose another mode to apply")
+        raise fail("mode cancel only previews; choose another mode to apply")
     plan = _run(journal_path, process, entry, chosen, dry=True)
     print_plan(plan)
     if not yes and not typer.confirm("Apply this rewind?", default=False):
@@ -139,16 +142,14 @@ def _rewind_on_server(target: ServerTarget, process: str, entry: str | None, mod
                       apply: bool, yes: bool, limit: int) -> None:
     """The same steps through the server: the running process is suspended while it happens
     and continues from the restored state."""
-    from promptui.remote_cli import on_server
+    from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
+    from runtime_core.journal.rewind_plan import RewindMode
 
-    try:
-        chosen = RewindMode(mode)
-    except ValueError:
-        raise _fail(f"unknown mode {mode!r}; use one of: {MODES}") from None
+    chosen = _mode(mode)
     if entry is None:
         views = on_server(target, lambda control: control.journal_entries(process, limit=limit))
         for view in views:
-            out.print(f"{view.entry_id:>18}  {_clock(view.timestamp)}  {view.entry_type:<17} "
+            out.print(f"{view.entry_id:>18}  {date_time(view.timestamp)}  {view.entry_type:<17} "
                       f"{(view.run_id or '-')[:12]:<12}  {escape(view.summary)}",
                       no_wrap=True, overflow="ellipsis")
         out.print(f"Preview: promptui rewind {process} ENTRY --plan")
@@ -156,9 +157,9 @@ def _rewind_on_server(target: ServerTarget, process: str, entry: str | None, mod
     try:
         entry_id = f"{process}:{parse_entry_id(process, entry)}"
     except UnknownEntry as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if apply and chosen is RewindMode.CANCEL:
-        raise _fail("mode cancel only previews; choose another mode to apply")
+        raise fail("mode cancel only previews; choose another mode to apply")
     plan = on_server(target, lambda control: control.rewind_plan(process, entry_id,
                                                                  chosen.value))
     print_plan(plan)
@@ -180,9 +181,14 @@ def fork(
     journal_path: Path = JOURNAL_OPTION,
 ) -> None:
     """Record a fork: NEW_NAME starts from PROCESS's state just before ENTRY."""
+    import asyncio
+
+    from runtime_core.journal.provider import JournalError
+    from runtime_core.journal.rewind import UnknownEntry, fork_offline
+
     if not journal_path.exists():
-        raise _fail(f"no journal at {journal_path}; pass --journal PATH")
-    _check_process(journal_path, process)
+        raise fail(f"no journal at {journal_path}; pass --journal PATH")
+    check_process(journal_path, process)
 
     async def go(journal: SQLiteJournal) -> str:
         return await fork_offline(journal, process, entry, new_name)
@@ -190,7 +196,7 @@ def fork(
     try:
         first = asyncio.run(_with_journal(journal_path, go))
     except (UnknownEntry, ValueError, JournalError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     out.print(f"Forked {process} at {entry} as {new_name} ({first}). Give {new_name} a "
               f"manifest (a copy of {process}'s with name: {new_name}) and start it: it "
               "begins from that state.")
@@ -198,6 +204,10 @@ def fork(
 
 def _run(path: Path, process: str, entry: str, mode: RewindMode, *, dry: bool) -> RewindPlan:
     """The plan (``dry``) or the applied rewind's plan; errors become a clear exit."""
+    import asyncio
+
+    from runtime_core.journal.provider import JournalError
+    from runtime_core.journal.rewind import UnknownEntry, apply_offline, plan_offline
 
     async def go(journal: SQLiteJournal) -> RewindPlan:
         if dry:
@@ -208,10 +218,12 @@ def _run(path: Path, process: str, entry: str, mode: RewindMode, *, dry: bool) -
     try:
         return asyncio.run(_with_journal(path, go))
     except (UnknownEntry, ValueError, JournalError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 async def _with_journal(path: Path, action: Callable[[SQLiteJournal], Awaitable[T]]) -> T:
+    from runtime_core.journal.sqlite import SQLiteJournal
+
     journal = SQLiteJournal(path)
     await journal.open()
     try:

@@ -5,27 +5,42 @@ Ctrl+C as a service restart: the next start re-queues what was queued or running
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 import os
 import signal
 import sys
-import time
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from promptui.headless import BUNDLED_DEMO, load_or_exit
-from runtime_core.api.guard import DEFAULT_MAX_BODY, is_loopback
+from promptui.cli.options import (
+    BUNDLED_DEMO,
+    DISCOVERY_FILE,
+    PATHS_ARGUMENT,
+    RUNTIME_JOURNAL_OPTION,
+    err,
+    fail,
+    load_or_exit,
+)
+from promptui.format import log_time
 
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-DISCOVERY_FILE = Path(".promptui") / "serve.json"
+
+class _GuardDefault:
+    """--max-body's default, runtime_core.api.guard's DEFAULT_MAX_BODY, read only when asked
+    for (this command runs, or its --help): the runtime stays out of ``promptui --help``."""
+
+    def __call__(self) -> int:
+        from runtime_core.api.guard import DEFAULT_MAX_BODY
+
+        return DEFAULT_MAX_BODY
+
+    def __str__(self) -> str:
+        return str(self())
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
 
@@ -47,8 +62,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(record.created))
-            + f".{int(record.msecs):03d}" + time.strftime("%z", time.localtime(record.created)),
+            "time": log_time(record.created, record.msecs),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -101,14 +115,12 @@ def remove_discovery(path: Path) -> None:
 
 
 def serve(
-    paths: list[Path] = typer.Argument(None, help="Manifest files or folders of .agent files "
-                                       "(default: the bundled demo)."),
+    paths: list[Path] = PATHS_ARGUMENT,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on. Keep it "
                              "loopback and reach it over an SSH tunnel."),
     port: int = typer.Option(8765, "--port", min=0, max=65535,
                              help="Port to listen on (0: any free port)."),
-    journal: Path | None = typer.Option(None, "--journal", help="Journal file for every "
-                                        "journaling process (default: .promptui/journal.db)."),
+    journal: Path | None = RUNTIME_JOURNAL_OPTION,
     read_only: bool = typer.Option(False, "--read-only", help="Answer reads only: every "
                                    "mutating request is refused (403 READ_ONLY)."),
     token_file: Path = typer.Option(Path(".promptui/token"), "--token-file",
@@ -117,10 +129,13 @@ def serve(
     log_format: LogFormat = typer.Option(LogFormat.plain, "--log-format",
                                          help="Log lines on stderr: plain text or JSON."),
     log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", help="Least log level."),
-    max_body: int = typer.Option(DEFAULT_MAX_BODY, "--max-body", min=1,
+    max_body: int = typer.Option(_GuardDefault(), "--max-body", min=1,
                                  help="Largest request body in bytes."),
 ) -> None:
     """Run the runtime headless behind the HTTP control API (Ctrl+C or SIGTERM stops it)."""
+    import asyncio
+
+    from runtime_core.api.guard import is_loopback
     from runtime_core.api.server import create_app, make_server
     from runtime_core.api.token import TOKEN_ENV, TokenError, load_or_create_token
     from runtime_core.control import LocalControl
@@ -130,9 +145,8 @@ def serve(
     try:
         token, where = load_or_create_token(token_file)
     except (TokenError, OSError) as exc:
-        err.print(f"[red]error:[/red] no API token: {escape(str(exc))}")
-        raise typer.Exit(2) from None
-    runtime = load_or_exit(targets, err, journal=journal)
+        raise fail(f"no API token: {exc}") from None
+    runtime = load_or_exit(targets, journal=journal)
     loopback = is_loopback(host)
     if not loopback:
         err.print(f"[yellow]warning:[/yellow] listening on {escape(host)}, beyond this "
@@ -175,9 +189,7 @@ def serve(
         sys.stderr.flush()
         os._exit(1)  # a journal left open keeps a thread that would hold the process forever
     if not ready:
-        err.print(f"[red]error:[/red] the server did not start on {escape(host)}:{port}; the "
-                  "log above says why")
-        raise typer.Exit(1)
+        raise fail(f"the server did not start on {host}:{port}; the log above says why", 1)
     left: dict[str, dict[str, int]] = getattr(app.state, "left", {})
     pending = sum(c["pending"] for c in left.values())
     dead = sum(c["dead_letters"] for c in left.values())

@@ -1,4 +1,6 @@
-"""``promptui ui``: the control room over an embedded runtime."""
+"""``promptui ui``: the control room over an embedded runtime; ``promptui attach``: the same room
+on a runtime that ``promptui serve`` runs elsewhere (or here, in the background). Quitting
+detaches; the server's processes keep running."""
 
 from __future__ import annotations
 
@@ -8,16 +10,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from promptui.headless import load_or_exit
+from promptui.cli.options import (
+    PATHS_ARGUMENT,
+    RUNTIME_JOURNAL_OPTION,
+    URL_ENV,
+    TargetError,
+    err,
+    fail,
+    find_server,
+    load_or_exit,
+)
 
 if TYPE_CHECKING:
     from promptui.settings import Settings
     from runtime_core.control import ControlPlane
 
-err = Console(stderr=True, soft_wrap=True, highlight=False)
 # The room's own options, the same for 'ui' and 'attach'.
 THEME_OPTION = typer.Option(None, "--theme", help="Theme name (t cycles them).")
 NO_MOUSE_OPTION = typer.Option(False, "--no-mouse", help="Leave the mouse to the terminal "
@@ -29,10 +38,8 @@ LOW_BANDWIDTH_OPTION = typer.Option(False, "--low-bandwidth", help="For SSH: a 3
 
 
 def ui(
-    paths: list[Path] = typer.Argument(None, help="Manifest files or folders of .agent files "
-                                       "(default: the bundled demo)."),
-    journal: Path | None = typer.Option(None, "--journal", help="Journal file for every "
-                                        "journaling process (default: .promptui/journal.db)."),
+    paths: list[Path] = PATHS_ARGUMENT,
+    journal: Path | None = RUNTIME_JOURNAL_OPTION,
     theme: str | None = THEME_OPTION,
     read_only: bool | None = typer.Option(None, "--read-only/--read-write",
                                           help="Watch only: every mutating action is off."),
@@ -43,7 +50,7 @@ def ui(
     """Open the control room on manifests (or the bundled demo)."""
     settings = _settings()
     low = low_bandwidth or settings.low_bandwidth
-    runtime = load_or_exit(paths, err, journal=journal)
+    runtime = load_or_exit(paths, journal=journal)
     from runtime_core.control import LocalControl
 
     name = "demo" if not paths else ", ".join(p.name for p in paths)[:24]
@@ -53,14 +60,61 @@ def ui(
     err.print("Stopped cleanly; queued events and dead letters are kept in the journal.")
 
 
+def attach(
+    url: str | None = typer.Argument(None, help=f"The server, e.g. http://127.0.0.1:8765 "
+                                     f"(default: {URL_ENV}, or the server running here)."),
+    token: str | None = typer.Option(None, "--token", help="The bearer token (default: "
+                                     "PROMPTUI_TOKEN, or the token file of the server here)."),
+    theme: str | None = THEME_OPTION,
+    read_only: bool = typer.Option(False, "--read-only", help="Watch only: every mutating "
+                                   "action is off in this room."),
+    no_mouse: bool = NO_MOUSE_OPTION,
+    refresh: float | None = REFRESH_OPTION,
+    low_bandwidth: bool = LOW_BANDWIDTH_OPTION,
+) -> None:
+    """Open the control room on a served runtime (promptui serve)."""
+    import asyncio
+
+    from runtime_core.api.client import RemoteControl
+    from runtime_core.control import ControlError
+
+    try:
+        target = find_server(url, token)
+    except TargetError as exc:
+        raise fail(str(exc)) from None
+    if target is None:
+        raise fail(f"no server to attach to: give its URL, set {URL_ENV}, or start one here "
+                   "with 'promptui serve'")
+    try:
+        control = RemoteControl(target.url, token=target.token, read_only=read_only)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    try:  # fail before the screen opens when the server is not there or refuses the token
+        asyncio.run(_check(target.url, target.token))
+    except ControlError as exc:
+        raise fail(str(exc), 1) from None
+    open_room(control, theme=theme, no_mouse=no_mouse, refresh=refresh,
+              low_bandwidth=low_bandwidth)
+    err.print(f"Detached from {target.url}; its processes keep running.")
+
+
+async def _check(url: str, token: str) -> None:
+    from runtime_core.api.client import RemoteControl
+
+    probe = RemoteControl(url, token=token)
+    try:
+        await probe.runtime_info()
+    finally:
+        await probe.close()
+
+
 def _settings() -> Settings:
     from promptui.settings import SettingsError, load_settings
 
     try:
         return load_settings()
     except SettingsError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
 
 
 def open_room(control: ControlPlane, *, theme: str | None, no_mouse: bool,
@@ -79,9 +133,8 @@ def open_room(control: ControlPlane, *, theme: str | None, no_mouse: bool,
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     chosen = theme or (LOW_BANDWIDTH_THEME if low else settings.theme)
     if chosen not in {t.name for t in themes} and chosen not in _builtin_theme_names():
-        err.print(f"[red]error:[/red] unknown theme {chosen!r}; choose one of: "
-                  + ", ".join(t.name for t in themes))
-        raise typer.Exit(2)
+        raise fail(f"unknown theme {chosen!r}; choose one of: "
+                   + ", ".join(t.name for t in themes))
     from promptui.app import ControlRoom, tune_gc
 
     # The runtime's log lines would scribble over the screen: keep them in a file.

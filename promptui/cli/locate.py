@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from promptui.settings import config_path, default_journal_path, user_themes_dir
-from promptui.themes import BUNDLED_THEMES_DIR
-
 TARGETS = ("config", "themes", "journal")
 
 
@@ -15,6 +12,9 @@ def locate(
 ) -> None:
     """Print the path of the config file, the themes folders or the default journal."""
     # Plain echo, not Rich: paths must stay on one unwrapped line for use in scripts.
+    from promptui.settings import config_path, default_journal_path, user_themes_dir
+    from promptui.themes import BUNDLED_THEMES_DIR  # Textual's theme type loads with it
+
     if target == "config":
         typer.echo(str(config_path()))
     elif target == "themes":

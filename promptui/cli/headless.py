@@ -1,71 +1,56 @@
-"""``promptui run``: the runtime without the control room, with a live status table."""
+"""``promptui run`` and ``promptui demo``: the runtime without the control room, with a live
+status table."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import json
 import logging
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.logging import RichHandler
-from rich.markup import escape
 from rich.table import Table
 
-from runtime_core import AgentRuntime
+from promptui.cli.options import BUNDLED_DEMO, PATHS_ARGUMENT, console, json_option, load_or_exit
 
-BUNDLED_DEMO = Path(__file__).resolve().parent.parent / "demo_manifests"
+if TYPE_CHECKING:
+    from runtime_core import AgentRuntime
 
-
-def load_runtime(paths: list[Path], *,
-                 journal: Path | None = None) -> tuple[AgentRuntime, list[str]]:
-    """A runtime with every process the given files and folders declare, and their warnings.
-    ``journal`` moves every journaling process's journal to that file. Raises ManifestError
-    listing every problem."""
-    from runtime_core.manifest import Manifest, ManifestError, load_directory, load_manifest
-
-    manifests: list[Manifest] = []
-    problems = []
-    for path in paths:
-        try:
-            if path.is_dir():
-                manifests.extend(load_directory(path))
-            else:
-                manifests.append(load_manifest(path))
-        except ManifestError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise ManifestError(problems)
-    if journal is not None:
-        for manifest in manifests:
-            if manifest.config.journal.level != "none":
-                manifest.config.journal.path = str(journal)
-    runtime = AgentRuntime()
-    runtime._add_manifests(manifests)  # one validated batch
-    return runtime, [w for m in manifests for w in m.warnings]
+SECONDS_OPTION = typer.Option(None, "--seconds", "-s", min=0.1,
+                              help="Stop after this long instead of at Ctrl+C.")
 
 
-def load_or_exit(paths: list[Path] | None, err: Console, *,
-                 journal: Path | None = None) -> AgentRuntime:
-    """``load_runtime`` for a command (the bundled demo when no path is given): every problem
-    printed and exit 1, or the runtime with its warnings printed."""
-    from runtime_core.manifest import ManifestError
+def run(
+    paths: list[Path] = PATHS_ARGUMENT,
+    seconds: float | None = SECONDS_OPTION,
+    as_json: bool = json_option("Print the final status as JSON."),
+) -> None:
+    """Run processes headless with a live status table; Ctrl+C stops them cleanly."""
+    import asyncio
 
-    try:
-        runtime, warnings = load_runtime(list(paths) if paths else [BUNDLED_DEMO],
-                                         journal=journal)
-    except ManifestError as exc:
-        for problem in exc.problems:
-            err.print(escape(str(problem)))
-        raise typer.Exit(1) from None
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
-    return runtime
+    runtime = load_or_exit(paths)
+    final = asyncio.run(run_headless(runtime, seconds=seconds, live=not as_json,
+                                     console=console))
+    if as_json:
+        print(json.dumps(final, indent=2, default=str))
+    else:
+        dead = sum(p["dead_letter_count"] for p in final["processes"].values())
+        console.print(f"Stopped cleanly. {dead} event(s) in dead letters, kept in the journal "
+                      "for redelivery.")
+
+
+def demo(
+    seconds: float | None = SECONDS_OPTION,
+    as_json: bool = json_option("Print the final status as JSON."),
+) -> None:
+    """Run the bundled offline demo (the same as 'promptui run' with no paths)."""
+    run(paths=[BUNDLED_DEMO], seconds=seconds, as_json=as_json)
 
 
 def status_table(runtime: AgentRuntime, elapsed: float, width: int = 120) -> Table:
@@ -109,6 +94,8 @@ def snapshot(runtime: AgentRuntime) -> dict[str, Any]:
 
 async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bool,
                        console: Console) -> dict[str, Any]:
+    import asyncio
+
     # Log lines go through the live display's console so they print above the table.
     log_console = console if live else Console(stderr=True)  # keep --json output clean
     handler = RichHandler(console=log_console, show_path=False, rich_tracebacks=False)

@@ -1,0 +1,240 @@
+"""What the commands share: the consoles, the options (--url / --token, --journal, --json), the
+error exit, which served runtime a command talks to, one call to it, and loading manifests into
+a runtime. Only the standard library, typer and rich load here; the runtime loads inside the
+functions that need it, so ``promptui --help`` stays fast.
+
+Which server: ``--url``, else ``PROMPTUI_URL``, else the ``.promptui/serve.json`` that
+``promptui serve`` leaves in its folder while it runs. The token: ``--token``, else
+``PROMPTUI_TOKEN``, else the token file that server named."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from runtime_core import AgentRuntime
+    from runtime_core.api.client import RemoteControl
+
+T = TypeVar("T")
+
+# -- consoles --------------------------------------------------------------------------------
+console = Console()  # the version, the headless run's live table
+out = Console(highlight=False)  # what a command prints
+wrapped = Console(soft_wrap=True, highlight=False)  # reports whose long lines must not wrap
+err = Console(stderr=True, soft_wrap=True, highlight=False)  # what went wrong
+
+# -- options -----------------------------------------------------------------------------------
+URL_ENV = "PROMPTUI_URL"
+TOKEN_ENV = "PROMPTUI_TOKEN"
+DISCOVERY_FILE = Path(".promptui") / "serve.json"
+DEFAULT_TOKEN_FILE = Path(".promptui") / "token"
+DEFAULT_JOURNAL = Path(".promptui/journal.db")
+BUNDLED_DEMO = Path(__file__).resolve().parent.parent.parent / "demo_manifests"
+
+URL_OPTION = typer.Option(None, "--url", help="A served runtime (promptui serve), e.g. "
+                          "http://127.0.0.1:8765 (default: PROMPTUI_URL, or the server "
+                          "running in this folder).")
+TOKEN_OPTION = typer.Option(None, "--token", help="The server's token (default: "
+                            "PROMPTUI_TOKEN, or the token file of the server running here).")
+JOURNAL_OPTION = typer.Option(DEFAULT_JOURNAL, "--journal", "-j",
+                              help="The journal file (default .promptui/journal.db).")
+RUNTIME_JOURNAL_OPTION = typer.Option(None, "--journal", help="Journal file for every "
+                                      "journaling process (default: .promptui/journal.db).")
+PATHS_ARGUMENT = typer.Argument(None, help="Manifest files or folders of .agent files "
+                                "(default: the bundled demo).")
+NAME_ARGUMENT = typer.Argument(..., help="The process name.")
+
+
+def json_option(help: str) -> Any:
+    """``--json``, with what it prints."""
+    return typer.Option(False, "--json", help=help)
+
+
+# -- errors ------------------------------------------------------------------------------------
+START_ONE = f"start one with 'promptui serve', or give --url / set {URL_ENV}"
+NO_SERVER = f"no server: {START_ONE}"
+HINTS = {
+    "UNAUTHORIZED": f"pass the server's token with --token (or set {TOKEN_ENV})",
+    "UNREACHABLE": "is 'promptui serve' running there? Check the URL and the port",
+}
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``message`` as an error; the exit to raise."""
+    err.print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(code)
+
+
+def check_process(path: Path, process: str) -> None:
+    """Exit 2 unless the journal at ``path`` has entries for ``process``."""
+    from runtime_core.journal.inspect import process_names
+
+    names = process_names(path)
+    if process not in names:
+        known = ", ".join(names) or "none yet"
+        raise fail(f"{path} has no entries for process {process!r} (processes: {known})")
+
+
+# -- which server --------------------------------------------------------------------------------
+class TargetError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTarget:
+    url: str
+    token: str
+    found_by: str  # "--url", "PROMPTUI_URL" or the discovery file
+
+
+def _pid_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _discovered() -> dict[str, object] | None:
+    try:
+        data = json.loads(DISCOVERY_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+        return None
+    return data if _pid_alive(data.get("pid")) else None
+
+
+def _read_token(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise TargetError(f"cannot read the token file {path}: {exc.strerror}; give --token "
+                          f"or set {TOKEN_ENV}") from None
+
+
+def find_server(url: str | None = None, token: str | None = None) -> ServerTarget | None:
+    """The server to talk to, or None when none is named or running here."""
+    found_by = "--url"
+    discovered = None
+    if not url:
+        url, found_by = os.environ.get(URL_ENV, "").strip(), URL_ENV
+    if not url:
+        discovered = _discovered()
+        if discovered is None:
+            return None
+        url, found_by = str(discovered["url"]), str(DISCOVERY_FILE)
+    token = (token or os.environ.get(TOKEN_ENV, "")).strip()
+    if not token:
+        named = discovered.get("token_file") if discovered is not None else None
+        if isinstance(named, str) and named:
+            token = _read_token(Path(named))
+        elif DEFAULT_TOKEN_FILE.exists():
+            token = _read_token(DEFAULT_TOKEN_FILE)
+    return ServerTarget(url.rstrip("/"), token, found_by)
+
+
+def server_for(url: str | None, token: str | None,
+               journal: Path | None = None) -> ServerTarget | None:
+    """The server a command talks to, or None for the local journal. A ``--journal`` other
+    than the default, without ``--url``, means that file: an explicit flag beats the
+    environment and a server running here."""
+    if not url and journal is not None and journal != DEFAULT_JOURNAL:
+        return None
+    try:
+        return find_server(url, token)
+    except TargetError as exc:
+        raise fail(str(exc)) from None
+
+
+def need_server(url: str | None, token: str | None) -> ServerTarget:
+    target = server_for(url, token)
+    if target is None:
+        raise fail(NO_SERVER)
+    return target
+
+
+def on_server(target: ServerTarget, action: Callable[[RemoteControl], Awaitable[T]]) -> T:
+    """``action`` with a RemoteControl on ``target``, closed after; a refused or failed call is
+    printed in red and exits 1."""
+    import asyncio
+
+    from runtime_core.api.client import RemoteControl
+    from runtime_core.control import ControlError
+
+    try:
+        control = RemoteControl(target.url, token=target.token)
+    except ValueError as exc:
+        raise fail(f"{exc} ({target.found_by})") from None
+
+    async def go() -> T:
+        try:
+            return await action(control)
+        finally:
+            await control.close()
+
+    try:
+        return asyncio.run(go())
+    except ControlError as exc:
+        hint = HINTS.get(exc.code)
+        raise fail(f"{exc}; {hint}" if hint else str(exc), 1) from None
+
+
+# -- manifests into a runtime --------------------------------------------------------------------
+def load_runtime(paths: list[Path], *,
+                 journal: Path | None = None) -> tuple[AgentRuntime, list[str]]:
+    """A runtime with every process the given files and folders declare, and their warnings.
+    ``journal`` moves every journaling process's journal to that file. Raises ManifestError
+    listing every problem."""
+    from runtime_core import AgentRuntime
+    from runtime_core.manifest import Manifest, ManifestError, load_directory, load_manifest
+
+    manifests: list[Manifest] = []
+    problems = []
+    for path in paths:
+        try:
+            if path.is_dir():
+                manifests.extend(load_directory(path))
+            else:
+                manifests.append(load_manifest(path))
+        except ManifestError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ManifestError(problems)
+    if journal is not None:
+        for manifest in manifests:
+            if manifest.config.journal.level != "none":
+                manifest.config.journal.path = str(journal)
+    runtime = AgentRuntime()
+    runtime._add_manifests(manifests)  # one validated batch
+    return runtime, [w for m in manifests for w in m.warnings]
+
+
+def load_or_exit(paths: list[Path] | None, *, journal: Path | None = None) -> AgentRuntime:
+    """``load_runtime`` for a command (the bundled demo when no path is given): every problem
+    printed and exit 1, or the runtime with its warnings printed."""
+    from runtime_core.manifest import ManifestError
+
+    try:
+        runtime, warnings = load_runtime(list(paths) if paths else [BUNDLED_DEMO],
+                                         journal=journal)
+    except ManifestError as exc:
+        for problem in exc.problems:
+            err.print(escape(str(problem)))
+        raise typer.Exit(1) from None
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    return runtime

@@ -1,0 +1,88 @@
+"""What a screen knows of the control room, without knowing the app class.
+
+- ``Room``: the little a screen asks of the app (the control plane, the store, the clock, a way
+  to run a command and the read-only gate). The app implements it; screens reach it as
+  ``self.room`` (dialogs: ``room_of(self)``).
+- ``LiveScreen``: a screen the UI pump draws on, once a tick (``show``), that names the process
+  the app-wide keys act on (``current_process``) and lists its actions (``ACTIONS``: its
+  bindings, its palette entries and what the read-only gate checks).
+- ``OpenProcess``, ``OpenIncidents``, ``OpenTimeline``: a screen asks to go somewhere by
+  posting one; the app decides how to get there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
+
+from textual.message import Message
+from textual.screen import Screen
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
+
+    from promptui.actions import ActionSpec
+    from promptui.store import FeedLine, UIStore
+    from runtime_core.control import ControlPlane
+
+
+class Room(Protocol):
+    """The control room as its screens see it."""
+
+    @property
+    def control(self) -> ControlPlane: ...
+
+    @property
+    def store(self) -> UIStore: ...
+
+    def clock(self) -> float: ...
+
+    def command(self, label: str, call: Callable[[], Awaitable[Any]],
+                done: Callable[[Any], str] | None = None) -> None:
+        """Run a control-plane call without blocking the UI, and say how it went."""
+
+    def permits(self, spec: ActionSpec) -> bool:
+        """The read-only gate: False (and the operator told why) when ``spec`` may not run."""
+
+
+def room_of(node: DOMNode) -> Room:
+    """The room ``node`` is in (the app implements ``Room``)."""
+    return cast("Room", node.app)
+
+
+class LiveScreen(Screen[None]):
+    """A full screen over live data: the pump calls ``show`` once a tick while it is on top."""
+
+    ACTIONS: ClassVar[tuple[ActionSpec, ...]] = ()
+
+    @property
+    def room(self) -> Room:
+        return room_of(self)
+
+    async def show(self, store: UIStore, now: float, feed: list[FeedLine],
+                   activity: list[str]) -> None:
+        """Draw one tick: ``feed`` and ``activity`` are this tick's new lines."""
+
+    def current_process(self) -> str | None:
+        """The process the app-wide keys (s, p, i, ctrl+r) act on here, if any."""
+        return None
+
+
+class OpenProcess(Message):
+    """Open the detail screen of ``name``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
+class OpenIncidents(Message):
+    """Open the incidents screen (unless it is already on top)."""
+
+
+class OpenTimeline(Message):
+    """Open the rewind timeline of ``process``."""
+
+    def __init__(self, process: str) -> None:
+        super().__init__()
+        self.process = process
