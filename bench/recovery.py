@@ -47,9 +47,9 @@ async def produce(db: Path, n: int) -> None:
 
     await asyncio.gather(*(producer(k) for k in range(50)))
     await done.wait()
-    assert process._recorder is not None
-    await process._recorder.journal.flush()  # abandoned without stop(), like a crash
-    await process._recorder.journal.close()
+    assert process.journal is not None
+    await process.journal.flush()  # abandoned without stop(), like a crash
+    await process.journal.close()
 
 
 def rss_kb() -> int:

@@ -18,7 +18,7 @@ from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.sqlite import DamagedJournal
 from runtime_core.manifest import Manifest, load_directory, load_manifest
-from runtime_core.process import AgentProcess
+from runtime_core.process.process import AgentProcess
 
 
 class AgentRuntime:

@@ -164,7 +164,7 @@ async def test_the_judge_sees_the_evidence_but_no_secret(monkeypatch: pytest.Mon
         seen.append(evidence)
         return await real_judge(model, evidence, invocation, **kw)
 
-    monkeypatch.setattr("runtime_core.process.judge", spy)
+    monkeypatch.setattr("runtime_core.process.parts.mission.judge", spy)
     base = judged([verdict(True, 1.0, "done")], success_criteria="three booked")
     cfg = ProcessConfig(model=base.model, mission=base.mission, secrets={
         "enabled": True, "secrets": {"token": "${MISSION_TOKEN}"}})

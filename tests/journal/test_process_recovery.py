@@ -53,8 +53,9 @@ def event(i: int) -> TriggerEvent:
 
 async def abandon(process: AgentProcess) -> None:
     """Drop a process without stop(): its tasks die, nothing more is journaled (a crash)."""
-    process._recorder = None
-    process._delivery.recorder = None
+    recorder = process._core.recorder  # a crash: from here on nothing reaches the journal
+    assert recorder is not None
+    recorder.sealed = True
     tasks = [t for t in asyncio.all_tasks() if t.get_name().startswith(f"{process.name}-")]
     for task in tasks:
         task.cancel()

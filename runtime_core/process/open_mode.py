@@ -11,32 +11,55 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from runtime_core.agent.tools import Tool, tool
-
-if TYPE_CHECKING:
-    from runtime_core.process import AgentProcess
+from runtime_core.config import ProcessConfig
+from runtime_core.process.status import ProcessStatus
 
 CHILD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 META_TOOL_NAMES = ("list_triggers", "add_trigger", "remove_trigger", "spawn_process",
                    "update_instructions")
 
 
+class OpenModeTarget(Protocol):
+    """What the meta-tools need of their process (AgentProcess has it)."""
+
+    @property
+    def config(self) -> ProcessConfig: ...
+
+    @property
+    def dynamic_trigger_count(self) -> int: ...
+
+    @property
+    def spawned_processes(self) -> list[str]: ...
+
+    def status_snapshot(self) -> ProcessStatus: ...
+
+    async def add_dynamic_trigger(self, config: dict[str, Any]) -> str: ...
+
+    async def remove_dynamic_trigger(self, trigger_id: str) -> None: ...
+
+    async def spawn_child(self, name: str, instructions: str,
+                          triggers: list[dict[str, Any]]) -> str: ...
+
+    def update_instructions(self, text: str) -> None: ...
+
+
 class OpenModeRefused(Exception):
     """A meta-tool call the limits do not allow; the model sees the reason."""
 
 
-def meta_tools(process: AgentProcess) -> list[Tool]:
+def meta_tools(process: OpenModeTarget) -> list[Tool]:
     """The open-mode tools bound to ``process``."""
     limits = process.config.open_mode
 
     async def list_triggers() -> list[dict[str, Any]]:
         """List this process's triggers: id, type, and source (config or dynamic)."""
-        return [{"id": t["id"], "type": t["type"], "source": t["source"]}
-                for t in process.status()["triggers"]]
+        return [{"id": t.trigger_id, "type": t.trigger_type, "source": t.source}
+                for t in process.status_snapshot().triggers]
 
     async def add_trigger(type: str, seconds: float | None = None,
                           cron_expression: str | None = None, event_type: str | None = None,

@@ -7,17 +7,16 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock
 from runtime_core.delivery.dead_letters import DeadLetterReason
+from runtime_core.process.core import TriggerStatus
 from runtime_core.triggers.base import AcceptFn, AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
+from runtime_core.triggers.filters import EventFilter, compile_filter
 from runtime_core.triggers.registry import create_trigger, trigger_id_for
-
-if TYPE_CHECKING:
-    from runtime_core.triggers.filters import EventFilter
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +71,6 @@ class TriggerSet:
             raise
 
     async def _start(self, trigger_id: str, config: TriggerConfig) -> None:
-        from runtime_core.triggers.filters import compile_filter
-
         event_filter = compile_filter(config.filter_expression) if config.filter_expression \
             else None
         trigger = create_trigger(config, clock=self.clock, event_bus=self.bus,
@@ -195,15 +192,12 @@ class TriggerSet:
                 raise
 
     # -- views -------------------------------------------------------------------------------------
-    def status(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def status(self) -> tuple[TriggerStatus, ...]:
+        out: list[TriggerStatus] = []
         for trigger_id, config in self.configs.items():
-            source = "dynamic" if trigger_id in self.dynamic else "config"
-            item: dict[str, Any] = {"id": trigger_id, "type": config.type, "source": source,
-                                    "active": trigger_id in self.active}
             active = self.active.get(trigger_id)
             status = getattr(active.trigger, "status", None) if active else None
-            if callable(status):
-                item.update(status())
-            out.append(item)
-        return out
+            out.append(TriggerStatus(
+                trigger_id, config.type, "dynamic" if trigger_id in self.dynamic else "config",
+                active is not None, dict(status()) if callable(status) else {}))
+        return tuple(out)

@@ -1,0 +1,134 @@
+"""Assembling what a process's runs need, once per start: the model, its tools (Python, the
+optional features', open mode's and the MCP servers'), the profile stamp every run freezes, and
+the run executor over all of it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from runtime_core.agent.factory import build_model, build_tools
+from runtime_core.agent.mcp_config import check_server
+from runtime_core.agent.mcp_tools import McpToolbox
+from runtime_core.agent.model import Model
+from runtime_core.agent.tools import AgentTool
+from runtime_core.config import ProcessConfig
+from runtime_core.journal.entry import EntryType
+from runtime_core.process.core import ProcessCore
+from runtime_core.runs.executor import RunExecutor
+from runtime_core.runs.identity import ProfileStamp
+from runtime_core.runs.services import RunServices
+
+log = logging.getLogger(__name__)
+
+#: Tools a process adds to the agent's own at each start (open mode's meta-tools).
+ExtraTools = Callable[[], Iterable[AgentTool]]
+
+
+def config_digest(config: ProcessConfig) -> str:
+    """A stable digest of the effective configuration (key order never matters)."""
+    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, default=str,
+                           separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def profile_stamp(name: str, config: ProcessConfig, tools: Mapping[str, AgentTool]
+                  ) -> ProfileStamp:
+    digest = config_digest(config)
+    profile = config.profile
+    allowed = config.allowed_tools
+    offered = {tool_name: tool.effect for tool_name, tool in sorted(tools.items())
+               if allowed is None or tool_name in allowed}
+    budget: dict[str, Any] = {k: v for k, v in config.run_budget.model_dump(mode="json").items()
+                              if v is not None}
+    if config.budget.enabled:
+        budget.update({k: v for k, v in config.budget.model_dump(mode="json").items()
+                       if k.endswith("_per_run") and v is not None})
+    return ProfileStamp(
+        profile=(profile.name if profile and profile.name else name),
+        version=(profile.version if profile and profile.version else digest[:12]),
+        policy={"allowed_tools": allowed, "tools": offered},
+        config_digest=digest,
+        budget=budget,
+        evaluator=profile.completion.evaluator if profile else "final_reply",
+    )
+
+
+class Assembly:
+    def __init__(self, core: ProcessCore, *, model: Model | None, tools: Iterable[Any],
+                 extra_tools: ExtraTools, tool_hooks: Any) -> None:
+        self.core = core
+        self.model_override = model
+        self.python_tools = list(tools)
+        self.extra_tools = extra_tools
+        self.tool_hooks = tool_hooks
+        for server_name, server in core.config.servers.items():
+            check_server(server_name, server, core.base_dir)  # ValueError: unusable entry
+        self.toolbox = McpToolbox(core.config.servers, base_dir=core.base_dir) \
+            if core.config.servers else None
+
+    async def build(self) -> RunExecutor:
+        """Everything a run needs for this start. MCP servers are connected here, before any
+        trigger can start a run; a failure closes them again and raises."""
+        core = self.core
+        for part in core.parts:
+            await part.start()  # secrets resolve (a missing variable fails loudly), memory opens
+        model = self.model_override or build_model(core.config.model, base_dir=core.base_dir)
+        tools: dict[str, AgentTool] = dict(build_tools(core.config.tools, self.python_tools))
+        for part in core.parts:
+            tools.update(part.tools(set(tools)))
+        for meta in self.extra_tools():
+            if meta.name in tools:
+                raise ValueError(f"tool {meta.name!r} clashes with an open-mode meta-tool; "
+                                 "rename it")
+            tools[meta.name] = meta
+        if self.toolbox is not None:
+            tools.update(await self.toolbox.connect(set(tools)))
+        core.stamp = profile_stamp(core.name, core.config, tools)
+        self._flag_config_changes(core.stamp)
+        config = core.config
+        return RunExecutor(RunServices(
+            process=core.name, model=model, tools=tools, budget=config.run_budget,
+            context=core.context, conversation=core.conversation,
+            instructions=lambda: core.instructions, notifier=core.notifier,
+            allowed_tools=config.allowed_tools, recorder=core.recorder, event_bus=core.bus,
+            broker=core.broker, autonomy=core.autonomy, secrets=core.secrets,
+            hooks=self.tool_hooks, watch_tool_call=self._watch_tool_call,
+            prompt_lines=[part.prompt_line for part in core.parts],
+            memory_block=core.memory_block,
+            completion=config.profile.completion if config.profile else None))
+
+    async def _watch_tool_call(self, name: str, args: dict[str, Any]) -> None:
+        for part in self.core.parts:  # read per call: health can be switched on live
+            await part.tool_call(name, args)
+
+    def _flag_config_changes(self, stamp: ProfileStamp) -> None:
+        """A run resumed under another configuration than it started with is marked, so the
+        operator sees it; it is never continued silently."""
+        core = self.core
+        runs = [*(r.run for r in core.resume.values()), *core.waiting.runs()]
+        for run in runs:
+            started = run.identity.config_digest if run.identity else ""
+            if started and started != stamp.config_digest and not run.config_changed:
+                run.config_changed = f"{started} -> {stamp.config_digest}"
+                log.warning("process %s: run %s started under configuration %s and resumes "
+                            "under %s", core.name, run.run_id, started, stamp.config_digest)
+                if core.recorder is not None:
+                    core.recorder.submit(EntryType.CONFIG_CHANGED, {
+                        "started_under": started, "resumed_under": stamp.config_digest},
+                        run_id=run.run_id)
+
+    async def close_servers(self) -> None:
+        """Close the MCP connections (stdio servers exit); the next start reconnects."""
+        if self.toolbox is not None:
+            await self.toolbox.close()
+
+    def describe_servers(self) -> list[dict[str, Any]] | None:
+        return self.toolbox.describe() if self.toolbox is not None else None
+
+    def release(self) -> None:
+        if self.toolbox is not None:
+            self.toolbox.release()

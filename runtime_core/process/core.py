@@ -1,0 +1,238 @@
+"""The shared state of one process, and the small protocols its parts speak.
+
+Every part of a process (intake, dispatch, supervisor, journaling, the optional features) gets
+the same ``ProcessCore``: nobody reads another part's private attributes, and the facade
+(process.py) wires what one part must tell another as callbacks."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+from runtime_core.bus import EventBus, MessageBroker
+from runtime_core.clock import Clock
+from runtime_core.config import ProcessConfig
+from runtime_core.context import AgentContext, ConversationBuffer
+from runtime_core.delivery.dead_letters import DeadLetterReason
+from runtime_core.delivery.queue import Delivery
+from runtime_core.events import EventNotifier
+from runtime_core.governance.hooks import DispatchResult, HookEvent, HookManager
+from runtime_core.incidents.keeper import Admission
+from runtime_core.journal.provider import JournalProvider
+from runtime_core.journal.recorder import ProcessRecorder
+from runtime_core.lifecycle import ProcessLifecycle, ProcessState
+from runtime_core.runs.recovery import RecoveredRun
+from runtime_core.runs.run import Run
+from runtime_core.runs.waiting import WaitingRuns
+from runtime_core.triggers.base import TriggerEvent
+
+if TYPE_CHECKING:
+    from runtime_core.agent.tools import AgentTool
+    from runtime_core.governance.budget import Budget
+    from runtime_core.governance.secrets import SecretScope
+    from runtime_core.runs.executor import RunExecutor
+    from runtime_core.runs.identity import ProfileStamp
+    from runtime_core.runs.services import MemoryBlock
+
+S = ProcessState
+RECENT_RUNS = 100
+
+
+class ProcessHost(Protocol):
+    """What a process needs of the runtime it belongs to (open mode's spawn, fork)."""
+
+    def add_process(self, name: str, config: ProcessConfig | dict[str, Any], *,
+                    model: Any = None, tools: Iterable[Any] | None = None,
+                    base_dir: str | Path | None = None, process_id: str | None = None) -> Any: ...
+
+    async def remove_process(self, name: str) -> None: ...
+
+
+class Hooks:
+    """The process's own hooks, then the runtime's shared ones."""
+
+    def __init__(self, process: str, own: HookManager, shared: HookManager | None) -> None:
+        self.process = process
+        self.own = own
+        self.shared = shared
+
+    def any(self, event: HookEvent) -> bool:
+        return self.own.has(event) or (self.shared is not None and self.shared.has(event))
+
+    async def dispatch(self, event: HookEvent, data: dict[str, Any]) -> DispatchResult:
+        if not self.any(event):
+            return DispatchResult(data=data)
+        return await self.own.dispatch(event, process=self.process, data=data,
+                                       then=self.shared)
+
+    async def for_tools(self, name: str, data: dict[str, Any]
+                        ) -> tuple[bool, str, dict[str, Any]]:
+        result = await self.dispatch(HookEvent(name), data)
+        return result.blocked, result.reason, result.data
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerStatus:
+    """One trigger of a process, as its status shows it."""
+
+    trigger_id: str
+    trigger_type: str
+    source: str  # "config" or "dynamic" (added by the agent in open mode)
+    active: bool
+    details: dict[str, Any] = field(default_factory=dict)  # the trigger's own (a file watch's)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.trigger_id, "type": self.trigger_type, "source": self.source,
+                "active": self.active, **self.details}
+
+
+@dataclass(slots=True)
+class PartStatus:
+    """What the optional features add to a status (None: the feature is off)."""
+
+    budget: dict[str, Any] | None = None
+    active_secrets: int | None = None
+    inbox: dict[str, Any] | None = None
+    memory: dict[str, Any] | None = None
+    mission_state: str | None = None
+    open_incidents: int | None = None
+    health_anomalies: int | None = None
+    health: dict[str, Any] | None = None
+
+
+class Part:
+    """One optional feature of a process: budget, mission, health, inbox, incidents, memory or
+    secrets. The process loops over the enabled ones at each point of its life; a part does
+    what it needs there and leaves the rest at these defaults."""
+
+    #: Its key in checkpoints.
+    key: ClassVar[str] = ""
+
+    def report(self, into: PartStatus) -> None:
+        """Fill in this part's fields of the process status."""
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """What a checkpoint keeps of it, so a restart does not forget it."""
+        return None
+
+    def restore(self, saved: dict[str, Any]) -> bool:
+        """Take back a checkpoint's snapshot; True if it did."""
+        return False
+
+    async def journal_ready(self, journal: JournalProvider, recorder: ProcessRecorder,
+                            recover: bool) -> None:
+        """The journal is open (first start): redact what it writes, read back its own."""
+
+    async def start(self) -> None:
+        """Each start, before the tools are built (secrets resolve, memory opens)."""
+
+    def tools(self, taken: set[str]) -> dict[str, AgentTool]:
+        """Tools this feature offers the agent."""
+        return {}
+
+    def prompt_line(self) -> str | None:
+        """A system line for each run's prompt, or None."""
+        return None
+
+    async def admit(self, event: TriggerEvent) -> Admission:
+        """An arriving event, before it is journaled as accepted (incidents)."""
+        return Admission.PASS
+
+    async def refuse_run(self, event: TriggerEvent, attempt: int) -> bool:
+        """Before a run starts: True if this feature dead-lettered the event instead."""
+        return False
+
+    def run_started(self, run: Run) -> None:
+        """A run of an event has started."""
+
+    async def tool_call(self, name: str, args: dict[str, Any]) -> None:
+        """A tool call of a run is about to run."""
+
+    async def after_run(self, run: Run) -> None:
+        """A run has ended (its event settled or up for a retry)."""
+
+    def stopped(self) -> None:
+        """The process stopped (it may start again)."""
+
+    async def close(self) -> None:
+        """The process object is done: release what lives as long as it."""
+
+
+P = TypeVar("P", bound=Part)
+
+
+@dataclass(eq=False)
+class ProcessCore:
+    """Everything the parts of one process share. Counters and flags live here, not in the
+    parts, so a status or a checkpoint reads them in one place."""
+
+    name: str
+    process_id: str
+    config: ProcessConfig
+    clock: Clock
+    notifier: EventNotifier
+    bus: EventBus
+    broker: MessageBroker
+    base_dir: Path | None
+    lifecycle: ProcessLifecycle
+    context: AgentContext
+    conversation: ConversationBuffer
+    delivery: Delivery
+    waiting: WaitingRuns
+    hooks: Hooks
+    journal: JournalProvider | None = None
+    recorder: ProcessRecorder | None = None
+    host: ProcessHost | None = None
+    parts: list[Part] = field(default_factory=list)
+    # Services some parts offer the runs; set by those parts when they are enabled.
+    secrets: SecretScope | None = None
+    autonomy: Budget | None = None
+    memory_block: MemoryBlock | None = None
+    instructions: str | None = None
+    executor: RunExecutor | None = None
+    stamp: ProfileStamp | None = None  # profile, policy, config digest, budget: per start
+    recovered: dict[str, Any] | None = None
+    invocation_count: int = 0
+    consecutive_failures: int = 0
+    restart_count: int = 0
+    rebuild_count: int = 0
+    suspend_reason: str | None = None
+    started_at: float | None = None
+    last_activity: float = 0.0
+    refusing_all: bool = False  # shutting down for a service restart
+    stop_requested: bool = False
+    inflight: dict[str, Run] = field(default_factory=dict)
+    recent_runs: deque[Run] = field(default_factory=lambda: deque(maxlen=RECENT_RUNS))
+    resume: dict[str, RecoveredRun] = field(default_factory=dict)  # event id -> run to go on
+
+    @property
+    def state(self) -> ProcessState:
+        return self.lifecycle.state
+
+    @property
+    def idle_suspended(self) -> bool:
+        return self.state is S.SUSPENDED and self.suspend_reason == "idle"
+
+    def refusal(self) -> str | None:
+        """Why an arriving event cannot be queued now, as a dead-letter reason, or None."""
+        state = self.state
+        if self.refusing_all:
+            return DeadLetterReason.PROCESS_STOPPED
+        if state is S.FAILED:
+            return DeadLetterReason.PROCESS_FAILED
+        if state in (S.STOPPING, S.STOPPED):
+            return DeadLetterReason.PROCESS_STOPPED
+        return None
+
+    def touch(self) -> None:
+        self.last_activity = self.clock.monotonic()
+
+    def redact(self, text: str) -> str:
+        return self.secrets.redact(text) if self.secrets is not None else text
+
+    def part(self, kind: type[P]) -> P | None:
+        return next((p for p in self.parts if isinstance(p, kind)), None)
+

@@ -1,0 +1,177 @@
+"""From an event to a run: what a worker does with each event it takes. Refuse it (payload scan,
+budget, a user_prompt_submit hook: dead-lettered, not a failure), start a run (or continue one a
+crash or an operator left half-way), then settle the event: succeeded, retried with backoff,
+dead-lettered, or parked waiting for completion evidence."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from runtime_core import crashpoints
+from runtime_core.delivery.dead_letters import DeadLetterReason
+from runtime_core.events import RunFinished, RunStarted
+from runtime_core.governance.hooks import HookEvent
+from runtime_core.governance.payload_scan import scan_payload
+from runtime_core.journal.provider import JournalError
+from runtime_core.process.core import ProcessCore
+from runtime_core.process.journaling import ProcessJournal
+from runtime_core.runs import evidence
+from runtime_core.runs.run import ResumePoint, Run, RunState, render_event_message
+from runtime_core.triggers.base import TriggerEvent
+
+log = logging.getLogger(__name__)
+
+
+class Dispatch:
+    def __init__(self, core: ProcessCore, journal: ProcessJournal,
+                 enter_failed: Callable[[str, str], None]) -> None:
+        self.core = core
+        self.journal = journal
+        self._enter_failed = enter_failed
+
+    async def handle_event(self, event: TriggerEvent, attempt: int) -> None:
+        core = self.core
+        executor = core.executor
+        assert executor is not None
+        resume: ResumePoint | None = None
+        recovered = core.resume.pop(event.event_id, None)
+        if recovered is not None:  # a run a crash or an operator left half-way: continue it
+            run = recovered.run
+            run.state = RunState.QUEUED
+            resume = recovered.resume_point()
+        else:
+            if await self._refused(event, attempt):
+                return
+            run = self._new_run(event, attempt)
+        self._started(run)
+        try:
+            await executor.execute(run, resume)
+        except asyncio.CancelledError:
+            self._cancelled(run)
+            raise
+        if run.state is RunState.WAITING:  # a final reply without its completion evidence
+            await self._park_for_evidence(run)
+            return
+        await self._settle(run)
+
+    async def _refused(self, event: TriggerEvent, attempt: int) -> bool:
+        """Refused, not failed: dead-lettered with no retry and no failure counted."""
+        core = self.core
+        delivery_cfg = core.config.trigger_delivery
+        if delivery_cfg.scan_payloads:
+            flagged = scan_payload(event.payload, delivery_cfg.max_payload_chars)
+            if flagged:
+                core.delivery.dead_letter(event, DeadLetterReason.FLAGGED_BY_PAYLOAD_SCAN,
+                                          ", ".join(flagged), attempt)
+                return True
+        for part in core.parts:  # the day's budget
+            if await part.refuse_run(event, attempt):
+                return True
+        if core.hooks.any(HookEvent.USER_PROMPT_SUBMIT):
+            verdict = await core.hooks.dispatch(HookEvent.USER_PROMPT_SUBMIT,
+                                                {"event": event.to_dict()})
+            if verdict.blocked:
+                core.delivery.dead_letter(event, DeadLetterReason.BLOCKED_BY_HOOK,
+                                          verdict.reason, attempt)
+                return True
+        return False
+
+    def _new_run(self, event: TriggerEvent, attempt: int) -> Run:
+        core = self.core
+        run = Run(core.name, event, attempt)
+        if core.stamp is not None:  # frozen now: what this run executes
+            run.identity = core.stamp.for_goal(render_event_message(event))
+        if core.recorder is not None:
+            core.recorder.run_started(run.run_id, event.event_id, attempt,
+                                      run.identity.to_dict() if run.identity else None)
+        return run
+
+    def _started(self, run: Run) -> None:
+        core = self.core
+        core.inflight[run.run_id] = run
+        for part in core.parts:  # an incident links its run; health starts a fresh window
+            part.run_started(run)
+        core.touch()
+        if core.notifier.has_listeners:
+            core.notifier.emit(RunStarted(process=core.name, run_id=run.run_id,
+                                          event_id=run.event.event_id,
+                                          trigger_type=run.event.trigger_type,
+                                          attempt=run.attempt))
+
+    def _cancelled(self, run: Run) -> None:
+        self.journal.record_run_end(run, event_done=False)
+        error = "run cancelled"
+        if run.write_in_flight:  # say so: redelivering blindly could repeat that write
+            error += (f" while write tool {run.write_in_flight} was running; its outcome is "
+                      "unknown, check before redelivering")
+        delivery = self.core.delivery
+        delivery.dead_letter(run.event, delivery.cancel_reason, error, run.attempt)
+        self._run_done(run)
+
+    async def _settle(self, run: Run) -> None:
+        core = self.core
+        succeeded = run.state is RunState.SUCCEEDED
+        self.journal.record_run_end(run, event_done=succeeded)
+        if crashpoints.armed("run_end") and core.recorder is not None:
+            await core.recorder.journal.flush()  # the end is durable, its checkpoint is not
+            crashpoints.reached("run_end")
+        if succeeded:
+            core.delivery.succeeded(run.event)
+            core.invocation_count += 1
+            core.consecutive_failures = 0
+            core.restart_count = 0
+        else:
+            self._failed(run)
+        self._run_done(run)
+        for part in core.parts:  # health, budget and mission act on the outcome
+            await part.after_run(run)
+        if core.hooks.any(HookEvent.RUN_END):
+            await core.hooks.dispatch(HookEvent.RUN_END, {
+                "run_id": run.run_id, "state": run.state.value, "reason": run.reason,
+                "reply": run.reply})
+        self.journal.checkpoint_soon()
+
+    def _failed(self, run: Run) -> None:
+        core = self.core
+        delivery = core.config.trigger_delivery
+        if run.attempt <= delivery.max_retries:
+            delay = min(delivery.retry_backoff_max,
+                        delivery.retry_backoff * 2 ** (run.attempt - 1))
+            core.delivery.schedule_retry(run.event, delay, core.refusal)
+            return
+        error = f"{run.reason}: {run.error}"
+        core.delivery.dead_letter(run.event, DeadLetterReason.RETRIES_EXHAUSTED, error,
+                                  run.attempt)
+        core.consecutive_failures += 1
+        if core.consecutive_failures >= core.config.max_consecutive_failures:
+            self._enter_failed("max consecutive failures", error)
+
+    def _run_done(self, run: Run) -> None:
+        """Bookkeeping once a run ends; announced after the counters it changed are updated."""
+        core = self.core
+        core.inflight.pop(run.run_id, None)
+        core.recent_runs.append(run)
+        core.touch()
+        if core.notifier.has_listeners:
+            core.notifier.emit(RunFinished(
+                process=core.name, run_id=run.run_id, event_id=run.event.event_id,
+                state=run.state.value, reason=run.reason, error=run.error,
+                reply=run.reply[:500], duration_ms=run.duration_ms))
+
+    async def _park_for_evidence(self, run: Run) -> None:
+        """The run waits for an operator: its event stays accepted, nothing is retried. It is
+        listed as waiting (with its detail) before the journal write is awaited, so no reader
+        sees a waiting run it cannot open; an answer is journaled after this entry anyway."""
+        core = self.core
+        core.inflight.pop(run.run_id, None)
+        core.waiting.add(evidence.parked(run))
+        if core.recorder is not None:
+            try:
+                await core.recorder.run_waiting(run.run_id, run.last_step, "",
+                                                run.waiting_reason, **evidence.waiting_entry(run))
+            except JournalError:
+                log.critical("process %s: could not journal that run %s waits for evidence",
+                             core.name, run.run_id, exc_info=True)
+        self.journal.checkpoint_soon()

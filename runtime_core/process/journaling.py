@@ -1,0 +1,173 @@
+"""What one process keeps in its journal beyond the runs' own steps: preparing the journal and
+taking back what it holds on the first start, checkpoints, run ends, transitions and context
+updates."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from runtime_core.delivery.dead_letters import DeadLetterReason
+from runtime_core.events import (
+    ContextUpdated,
+    JournalDamaged,
+    ProcessRecovered,
+    ProcessStateChanged,
+)
+from runtime_core.journal.factory import make_journal
+from runtime_core.journal.recorder import ProcessRecorder
+from runtime_core.journal.sqlite import DamagedJournal
+from runtime_core.lifecycle import ProcessState as S
+from runtime_core.lifecycle import ProcessTransition
+from runtime_core.process.core import ProcessCore
+from runtime_core.runs.recovery import RecoveredRun, Recovery, recover_process
+from runtime_core.runs.run import Run, RunState
+
+log = logging.getLogger(__name__)
+
+
+class ProcessJournal:
+    def __init__(self, core: ProcessCore) -> None:
+        self.core = core
+        self.prepared = False
+        self.owns_journal = False  # made from the config here, so closed here too
+
+    # -- the first start ---------------------------------------------------------------------
+    async def open(self) -> None:
+        """Open the journal: the first time, prepare it and take back what it holds for this
+        name; later (after close()), reopen it without a second recovery."""
+        if self.prepared:
+            if self.core.journal is not None:
+                await self.core.journal.open()
+            return
+        await self._prepare()
+        self.prepared = True
+
+    async def _prepare(self) -> None:
+        core = self.core
+        cfg = core.config.journal
+        if core.journal is None and cfg.level == "none":
+            return
+        self.owns_journal = core.journal is None
+        if core.journal is None:
+            core.journal = make_journal(cfg, self._on_damage)
+        journal = core.journal
+        await journal.open()
+        level = cfg.level if cfg.level != "none" else "checkpoint"
+        recorder = core.recorder = ProcessRecorder(journal, core.name, core.process_id, level)
+        if core.secrets is not None:  # every entry is redacted before it is written
+            recorder.redact = core.secrets.redact_any
+        core.delivery.recorder = recorder
+        recover = bool(cfg.recover_on_start)
+        if recover:
+            recovery = await recover_process(journal, recorder, core.name,
+                                             core.config.context.conversation_max_messages)
+            if recovery is not None:
+                self._take_back(recovery)
+        for part in core.parts:
+            await part.journal_ready(journal, recorder, recover)
+        # After recovery, which reports the state the journal last recorded.
+        recorder.transition(S.CREATED.value, S.STARTING.value, "start()")
+
+    def _take_back(self, recovery: Recovery) -> None:
+        core = self.core
+        state = dict(core.config.context.initial_state)
+        state.update(recovery.context_state)
+        core.context.replace_state(state)
+        core.conversation.set_messages(recovery.conversation)
+        core.invocation_count = recovery.invocation_count
+        saved = recovery.checkpoint or {}
+        for part in core.parts:  # the mission, the budget counters, the health history
+            kept = saved.get(part.key)
+            if isinstance(kept, dict) and part.restore(kept):
+                flag = f"{part.key}_restored"
+                if flag in recovery.summary:
+                    recovery.summary[flag] = True
+        core.delivery.restore(recovery.queued, recovery.dead)
+        core.resume = recovery.resumable
+        for waiting in recovery.waiting.values():
+            core.waiting.add(waiting)
+        for failed in recovery.failed:
+            self.finish_failed(failed)
+        core.recovered = recovery.summary
+        core.notifier.emit(ProcessRecovered(process=core.name, summary=dict(recovery.summary)))
+
+    def _on_damage(self, damage: DamagedJournal) -> None:
+        self.core.notifier.emit(JournalDamaged(
+            process=self.core.name, path=str(damage.path), reason=damage.reason,
+            moved_to=str(damage.moved_to or "")))
+
+    # -- runs ------------------------------------------------------------------------------------
+    def record_run_end(self, run: Run, *, event_done: bool) -> None:
+        recorder = self.core.recorder
+        if recorder is None:
+            return
+        try:
+            recorder.run_finished(run.run_id, run.event.event_id, run.state.value, run.reason,
+                                  run.error, run.reply, event_done, run.messages)
+        except Exception:  # the run's outcome is already decided; a journal fault is logged
+            log.critical("process %s: could not journal the end of run %s", self.core.name,
+                         run.run_id, exc_info=True)
+
+    def finish_failed(self, failed: RecoveredRun) -> None:
+        """A run an operator reconciled as failed: its event goes to the dead letters."""
+        run = failed.run
+        run.state = RunState.FAILED
+        run.reason = "reconciled"
+        run.error = f"an operator reconciled the write as failed: " \
+                    f"{failed.rebuild.failed_by_operator}"
+        self.record_run_end(run, event_done=False)
+        self.core.delivery.dead_letter(run.event, DeadLetterReason.RETRIES_EXHAUSTED,
+                                       f"{run.reason}: {run.error}", run.attempt)
+        self.core.recent_runs.append(run)
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def checkpoint_state(self) -> dict[str, Any]:
+        core = self.core
+        state: dict[str, Any] = {
+            "context_state": core.context.state_snapshot(),
+            "lifecycle_state": core.state.value,
+            "invocation_count": core.invocation_count,
+            "consecutive_failures": core.consecutive_failures,
+            "restart_count": core.restart_count,
+        }
+        for part in core.parts:
+            kept = part.snapshot()
+            if kept is not None:
+                state[part.key] = kept
+        return state
+
+    def checkpoint_soon(self) -> None:
+        if self.core.recorder is not None:
+            try:
+                self.core.recorder.checkpoint(self.checkpoint_state())
+            except Exception:
+                log.critical("process %s: checkpoint failed", self.core.name, exc_info=True)
+
+    async def checkpoint(self, *, durable: bool) -> None:
+        if self.core.recorder is None:
+            return
+        self.checkpoint_soon()
+        if durable:
+            await self.core.recorder.journal.flush()
+
+    # -- listeners ---------------------------------------------------------------------------------
+    def on_transition(self, record: ProcessTransition) -> None:
+        core = self.core
+        if core.recorder is not None:
+            try:
+                core.recorder.transition(record.from_state.value, record.to_state.value,
+                                         record.reason)
+            except Exception:
+                log.critical("process %s: could not journal a transition", core.name,
+                             exc_info=True)
+        core.notifier.emit(ProcessStateChanged(
+            process=core.name, from_state=record.from_state.value,
+            to_state=record.to_state.value, reason=record.reason))
+
+    def on_context_update(self, key: str, value: Any, source: str, record: bool) -> None:
+        core = self.core
+        if record and core.recorder is not None:
+            core.recorder.context_update(key, value, source)
+        if core.notifier.has_listeners:
+            core.notifier.emit(ContextUpdated(process=core.name, key=key, source=source))

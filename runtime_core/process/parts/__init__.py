@@ -1,0 +1,52 @@
+"""The optional features of a process, each one ``Part`` (see process/core.py): budget,
+mission, health, inbox, incidents, long-term memory and secrets. ``build_parts`` makes the
+enabled ones, in the order the process visits them."""
+
+from __future__ import annotations
+
+from runtime_core.process.core import Part, ProcessCore
+from runtime_core.process.parts.actions import PartActions
+from runtime_core.process.parts.budget import BudgetPart
+from runtime_core.process.parts.health import HealthPart
+from runtime_core.process.parts.inbox import InboxPart
+from runtime_core.process.parts.incidents import IncidentsPart
+from runtime_core.process.parts.memory import MemoryPart
+from runtime_core.process.parts.mission import MissionPart
+from runtime_core.process.parts.secrets import SecretsPart
+
+__all__ = ["BudgetPart", "HealthPart", "InboxPart", "IncidentsPart", "MemoryPart",
+           "MissionPart", "PartActions", "SecretsPart", "build_parts", "put_part"]
+
+#: The order parts are visited in: after a run, health, budget and mission act on it in that
+#: order; a run's prompt gets the budget left, the mission, then the inbox.
+ORDER: tuple[type[Part], ...] = (SecretsPart, MemoryPart, IncidentsPart, HealthPart, BudgetPart,
+                                 MissionPart, InboxPart)
+
+
+def build_parts(core: ProcessCore, actions: PartActions) -> list[Part]:
+    config = core.config
+    parts: list[Part] = []
+    if config.secrets.enabled:
+        parts.append(SecretsPart(core))
+    if config.memory.enabled:
+        parts.append(MemoryPart(core))
+    if config.incidents is not None and config.incidents.enabled:
+        parts.append(IncidentsPart(core, config.incidents))
+    if config.health.enabled:
+        parts.append(HealthPart(core, actions))
+    if config.budget.enabled:
+        parts.append(BudgetPart(core, actions))
+    if config.mission.enabled:
+        parts.append(MissionPart(core, actions))
+    if config.inbox.enabled:
+        parts.append(InboxPart(core, actions))
+    return parts
+
+
+def put_part(core: ProcessCore, kind: type[Part], part: Part | None) -> None:
+    """Add, replace or (with None) drop the part of ``kind``, keeping the visiting order."""
+    kept = [p for p in core.parts if not isinstance(p, kind)]
+    if part is not None:
+        kept.append(part)
+    core.parts[:] = sorted(kept, key=lambda p: next(
+        i for i, k in enumerate(ORDER) if isinstance(p, k)))

@@ -1,0 +1,118 @@
+"""Rewind and fork for one process: the process-side half of the rewind engine (suspend around
+it, restore context and conversation, append the rewind entry and a checkpoint; create a fork
+with its lineage). It sees the process through its shared state and two callbacks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from runtime_core.context import Message
+from runtime_core.events import ContextUpdated
+from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.provider import JournalProvider
+from runtime_core.journal.rewind import RewindEngine, restored_state, rewind_entry_data
+from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResult
+from runtime_core.lifecycle import ProcessState as S
+from runtime_core.process.core import ProcessCore
+from runtime_core.process.journaling import ProcessJournal
+
+Transition = Callable[[str], Awaitable[None]]
+
+
+class ProcessRewinder:
+    def __init__(self, core: ProcessCore, journal: ProcessJournal, *, suspend: Transition,
+                 resume: Transition, fork_model: Any, fork_tools: Iterable[Any]) -> None:
+        self.core = core
+        self.journal = journal
+        self._suspend = suspend
+        self._resume = resume
+        self._fork_model = fork_model  # a fork runs the same model object and Python tools
+        self._fork_tools = list(fork_tools)
+
+    def _engine(self, what: str) -> tuple[RewindEngine, JournalProvider]:
+        core = self.core
+        if core.recorder is None or core.journal is None:
+            raise RuntimeError(f"{what} needs a journal: process {core.name!r} has none "
+                               "(set journal: {level: checkpoint} in its manifest)")
+        return RewindEngine(core.journal), core.journal
+
+    async def _plan(self, engine: RewindEngine, journal: JournalProvider, entry_id: str | int,
+                    mode: RewindMode | str
+                    ) -> tuple[RewindPlan, dict[str, Any], list[Message]]:
+        core = self.core
+        await journal.flush()  # plan what is committed
+        return await engine.plan(
+            core.name, entry_id, mode, current_context=core.context.state_snapshot(),
+            current_conversation=core.conversation.messages(),
+            max_messages=core.config.context.conversation_max_messages,
+            initial=core.config.context.initial_state)
+
+    async def plan(self, entry_id: str | int,
+                   mode: RewindMode | str = RewindMode.BOTH) -> RewindPlan:
+        engine, journal = self._engine("rewind")
+        return (await self._plan(engine, journal, entry_id, mode))[0]
+
+    async def rewind(self, entry_id: str | int, mode: RewindMode | str = RewindMode.BOTH, *,
+                     actor: str = "operator") -> RewindResult:
+        core = self.core
+        engine, journal = self._engine("rewind")
+        mode = RewindMode(mode)
+        if mode is RewindMode.CANCEL:
+            return RewindResult(await self.plan(entry_id, mode), "", time.time())
+        assert core.recorder is not None
+        await engine.entry(core.name, entry_id)  # an unknown entry fails before anything
+        was_running = core.state is S.RUNNING
+        if was_running:
+            await self._suspend("rewind")
+        try:
+            await core.delivery.wait_runs_finished()
+            plan, context, conversation = await self._plan(engine, journal, entry_id, mode)
+            new_context, new_conversation = await restored_state(
+                engine, plan, core.context.state_snapshot(), core.conversation.messages(),
+                context, conversation)
+            if mode in (RewindMode.BOTH, RewindMode.CODE_ONLY):
+                core.context.replace_state(new_context, source="rewind")
+            conversation_on = core.conversation.enabled or mode is not RewindMode.SUMMARIZE
+            if mode is not RewindMode.CODE_ONLY and conversation_on:
+                core.conversation.set_messages(new_conversation)
+            entry = await core.recorder.append(EntryType.REWIND, rewind_entry_data(
+                plan, actor, core.context.state_snapshot(), core.conversation.messages()))
+            await self.journal.checkpoint(durable=True)
+        finally:
+            if was_running and core.state is S.SUSPENDED and core.suspend_reason == "rewind":
+                await self._resume("rewind")
+        core.notifier.emit(ContextUpdated(process=core.name, key="*", source="rewind"))
+        return RewindResult(plan, entry.entry_id, time.time(), core.context.state_snapshot(),
+                            tuple(core.conversation.messages()))
+
+    async def fork(self, entry_id: str | int, new_name: str) -> Any:
+        """The new process (not started); its journal records where it came from."""
+        core = self.core
+        engine, journal = self._engine("fork")
+        if core.host is None:
+            raise RuntimeError("fork needs the process to belong to an AgentRuntime")
+        await journal.flush()
+        target = await engine.entry(core.name, entry_id)
+        if await engine.head(new_name):
+            raise ValueError(f"the journal already has a process named {new_name!r}; "
+                             "choose another name")
+        context = await engine.context_before(core.name, target.seq,
+                                              core.config.context.initial_state)
+        conversation = await engine.conversation_before(
+            core.name, target.seq, core.config.context.conversation_max_messages)
+        child = core.host.add_process(new_name, core.config.model_copy(deep=True),
+                                      tools=self._fork_tools, base_dir=core.base_dir,
+                                      model=self._fork_model)
+        child_journal = child.journal
+        if child_journal is None:
+            raise RuntimeError(f"the fork {new_name!r} has no journal")
+        await child_journal.append(JournalEntry(new_name, EntryType.FORKED, {
+            "from_process": core.name, "from_process_id": core.process_id,
+            "from_entry_id": target.entry_id, "context_state": context,
+            "conversation": conversation}, process_id=child.process_id))
+        await child_journal.checkpoint(new_name, {"context_state": context,
+                                                  "lifecycle_state": "stopped"},
+                                       process_id=child.process_id)
+        return child

@@ -1,0 +1,326 @@
+"""The life of a process: start, stop, close, suspend and resume; the restart policy with its
+backoff; the heartbeat that suspends an idle process and recycles or stops one at its maximum
+lifetime; and the teardown that leaves nothing behind (workers, triggers, timers, servers)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+from runtime_core.delivery.dead_letters import DeadLetterReason
+from runtime_core.delivery.queue import EventHandler
+from runtime_core.events import (
+    ProcessFailed,
+    ProcessRestarted,
+    ProcessStarted,
+    ProcessStopped,
+    RestartExhausted,
+)
+from runtime_core.governance.hooks import HookEvent
+from runtime_core.journal.entry import EntryType
+from runtime_core.lifecycle import ProcessState, StateError
+from runtime_core.process.assembly import Assembly
+from runtime_core.process.core import ProcessCore
+from runtime_core.process.journaling import ProcessJournal
+from runtime_core.process.parts.actions import Escalations
+from runtime_core.process.triggers import TriggerSet
+
+log = logging.getLogger(__name__)
+
+S = ProcessState
+MAX_RESTART_BACKOFF = 60.0
+DOWN = (S.CREATED, S.STOPPED, S.FAILED)
+
+
+class Supervisor:
+    def __init__(self, core: ProcessCore, journal: ProcessJournal, assembly: Assembly,
+                 triggers: TriggerSet, escalations: Escalations, handler: EventHandler) -> None:
+        self.core = core
+        self.journal = journal
+        self.assembly = assembly
+        self.triggers = triggers
+        self.escalations = escalations
+        self.handler = handler
+        self.lock = asyncio.Lock()
+        self._stopping = False
+        self._background: set[asyncio.Task[Any]] = set()
+        self._restart_task: asyncio.Task[None] | None = None
+        self._heartbeat_task: asyncio.Task[None] | None = None
+
+    # -- start and stop ----------------------------------------------------------------------
+    async def start(self) -> None:
+        core = self.core
+        async with self.lock:
+            state = core.state
+            if state not in DOWN:
+                raise StateError(state, S.STARTING, f"start() on process {core.name!r}")
+            if state is S.FAILED:  # what the failed run left goes first: nothing runs twice
+                await self._cancel_restart()
+                await self._teardown(DeadLetterReason.PROCESS_FAILED, keep_queue=True)
+            core.stop_requested = False
+            core.consecutive_failures = 0
+            await self._start_locked(restart=False)
+
+    async def stop(self) -> None:
+        core = self.core
+        core.stop_requested = True
+        await self._cancel_restart()
+        if core.state is S.CREATED:
+            core.lifecycle.transition(S.STOPPED, reason="stop() before start")
+            core.delivery.dead_letter_all(DeadLetterReason.PROCESS_STOPPED)
+            return
+        if core.state is S.STOPPED or self._stopping:
+            return
+        if core.delivery.current_task_is_worker() and self.lock.locked():
+            return  # a run stopping its own process while a restart holds the lock
+        async with self.lock:
+            if core.state in (S.STOPPED, S.CREATED):  # another task stopped it meanwhile
+                return
+            self._stopping = True
+            await core.hooks.dispatch(HookEvent.SESSION_END, {"state": core.state.value})
+            try:
+                if core.state is not S.STOPPING:  # STOPPING here: a restart cut short by stop()
+                    core.lifecycle.transition(S.STOPPING, reason="stop()")
+                await self._teardown(DeadLetterReason.PROCESS_STOPPED, keep_queue=False)
+                core.lifecycle.transition(S.STOPPED, reason="stopped")
+                await self.journal.checkpoint(durable=True)
+            finally:
+                self._stopping = False
+            core.started_at = None
+            core.suspend_reason = None
+            for part in core.parts:
+                part.stopped()
+            if core.config.context.conversation_clear_on_stop:
+                core.conversation.clear()
+            core.notifier.emit(ProcessStopped(process=core.name, process_id=core.process_id))
+
+    async def close(self) -> None:
+        """stop(), then release what lives as long as the process object."""
+        core = self.core
+        await self.stop()
+        await self.escalations.wait()
+        core.conversation.clear()
+        for part in core.parts:  # secrets revoked, the inbox emptied, memory closed
+            await part.close()
+        if core.journal is not None and self.journal.owns_journal:
+            await core.journal.close()
+        self.assembly.release()
+
+    async def shutdown(self) -> dict[str, int]:
+        """Close for a service restart, like a crash at a safe point (see AgentProcess)."""
+        core = self.core
+        recorder, journal = core.recorder, core.journal
+        if recorder is None or journal is None or core.state is S.CREATED:
+            await self.close()
+            return {"pending": 0, "dead_letters": len(core.delivery.dead_letters)}
+        core.refusing_all = True  # an inject from here on is refused, never half-accepted
+        for event in await self.triggers.stop_all(keep_leftovers=True):
+            core.delivery.offer(event)  # journaled as accepted: the next start takes it back
+        counts = {"pending": core.delivery.queue_size + core.delivery.pending_retries
+                  + len(core.inflight), "dead_letters": len(core.delivery.dead_letters)}
+        await recorder.append(EntryType.SHUTDOWN, {"pending": counts["pending"]})
+        await journal.flush()
+        recorder.sealed = True
+        try:
+            await self.close()
+        finally:
+            core.refusing_all = False  # the recorder stays sealed: its journal is closed now
+        return counts
+
+    async def suspend(self, reason: str) -> None:
+        core = self.core
+        if core.state is not S.RUNNING:
+            raise StateError(core.state, S.SUSPENDED, f"suspend() on process {core.name!r}")
+        core.delivery.close()
+        core.suspend_reason = reason
+        core.lifecycle.transition(S.SUSPENDED, reason=f"suspended: {reason}")
+
+    async def resume(self, reason: str) -> None:
+        core = self.core
+        if core.state is not S.SUSPENDED:
+            raise StateError(core.state, S.RUNNING, f"resume() on process {core.name!r}")
+        core.suspend_reason = None
+        core.touch()
+        core.lifecycle.transition(S.RUNNING, reason=f"resumed: {reason}")
+        core.delivery.open()
+        self._restart_heartbeat()  # the idle clock counts from the resume
+
+    async def pause(self, reason: str) -> None:
+        """A suspension the process decides itself (health, budget): only when running."""
+        if self.core.state is S.RUNNING:
+            await self.suspend(reason)
+
+    async def stop_on_purpose(self) -> None:
+        """A stop the process decides itself (health, budget, mission, lifetime): never
+        restarted. Run as its own task so it can cancel the worker that asked for it."""
+        self._spawn(self.stop(), "stop")
+
+    def _spawn(self, work: Awaitable[Any], what: str) -> None:
+        task = asyncio.ensure_future(work)
+        task.set_name(f"{self.core.name}-{what}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- internals -------------------------------------------------------------------------------
+    async def _start_locked(self, *, restart: bool) -> None:
+        core = self.core
+        core.lifecycle.transition(S.STARTING, reason="restart" if restart else "start()")
+        try:
+            await self.journal.open()
+            core.executor = await self.assembly.build()
+            await self.triggers.start_all()
+        except asyncio.CancelledError:
+            await self.assembly.close_servers()
+            raise
+        except Exception as exc:
+            await self.assembly.close_servers()
+            core.lifecycle.transition(S.FAILED, reason=f"startup failed: {exc}",
+                                      metadata={"error": str(exc)})
+            core.notifier.emit(ProcessFailed(process=core.name, process_id=core.process_id,
+                                             reason="startup failed", error=str(exc)[:500]))
+            raise
+        core.started_at = core.clock.monotonic()
+        core.last_activity = core.started_at
+        core.suspend_reason = None
+        core.delivery.start_workers(core.config.concurrency, self.handler)
+        self._restart_heartbeat()
+        core.lifecycle.transition(S.RUNNING, reason="started")
+        core.delivery.open()
+        await core.hooks.dispatch(HookEvent.SESSION_START, {"restart": restart})
+        core.notifier.emit(ProcessStarted(process=core.name, process_id=core.process_id,
+                                          restart=restart))
+
+    async def _teardown(self, reason: str, *, keep_queue: bool) -> None:
+        """Stop triggers, workers and the heartbeat. Events that have not run are dead-lettered
+        with ``reason``; with ``keep_queue`` the queue itself is kept for the next start."""
+        delivery = self.core.delivery
+        delivery.close()
+        heartbeat = self._heartbeat_task
+        if heartbeat is not None and heartbeat is not asyncio.current_task():
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+        self._heartbeat_task = None
+        self.triggers.cancel_reason = reason
+        leftovers = await self.triggers.stop_all(keep_leftovers=True)
+        await delivery.stop_workers(reason)
+        delivery.dead_letter_all(reason, include_queue=not keep_queue)
+        for event in leftovers:
+            if keep_queue:
+                delivery.offer(event)
+            else:
+                delivery.dead_letter(event, reason, "", 0)
+        await self.assembly.close_servers()
+        self.triggers.forget_dynamic()  # agent-added triggers do not outlive a stop
+
+    async def _cancel_restart(self) -> None:
+        task = self._restart_task
+        self._restart_task = None
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def enter_failed(self, reason: str, error: str) -> None:
+        core = self.core
+        if core.state not in (S.RUNNING, S.SUSPENDED):
+            return
+        core.delivery.close()
+        if self._heartbeat_task is not None:  # no idle or lifetime actions on a failed process
+            self._heartbeat_task.cancel()
+            self._heartbeat_task = None
+        core.lifecycle.transition(S.FAILED, reason=reason, metadata={"error": error})
+        core.delivery.dead_letter_all(DeadLetterReason.PROCESS_FAILED)
+        core.notifier.emit(ProcessFailed(process=core.name, process_id=core.process_id,
+                                         reason=reason, error=error[:500]))
+        if self.assembly.toolbox is not None:  # a failed process keeps no servers running
+            self._spawn(self.assembly.close_servers(), "mcp-close")
+        self._schedule_restart(reason)
+
+    def _schedule_restart(self, reason: str) -> None:
+        core = self.core
+        config = core.config
+        if config.restart_policy == "never" or core.stop_requested:
+            return
+        if core.restart_count >= config.max_restarts:
+            if core.recorder is not None:
+                core.recorder.restart_exhausted(reason, core.restart_count)
+            core.notifier.emit(RestartExhausted(process=core.name, process_id=core.process_id,
+                                                restarts=core.restart_count, reason=reason))
+            return
+        delay = min(config.restart_backoff * 2**core.restart_count, MAX_RESTART_BACKOFF)
+        self._restart_task = asyncio.create_task(
+            self._restart_after(delay, reason, counts=True), name=f"{core.name}-restart")
+
+    async def _restart_after(self, delay: float, reason: str, *, counts: bool) -> None:
+        core = self.core
+        await core.clock.sleep(delay)
+        if core.stop_requested:
+            return
+        async with self.lock:
+            if core.stop_requested or core.state not in (S.FAILED, S.RUNNING, S.SUSPENDED):
+                return
+            if counts:
+                core.restart_count += 1
+            attempt = core.restart_count if counts else None
+            if core.recorder is not None:
+                core.recorder.restart(reason, attempt)
+            core.notifier.emit(ProcessRestarted(
+                process=core.name, process_id=core.process_id, reason=reason, attempt=attempt,
+                max_restarts=core.config.max_restarts))
+            if core.state is S.FAILED:
+                await self._teardown(DeadLetterReason.PROCESS_RESTARTING, keep_queue=True)
+            else:  # recycle: let runs in flight finish, keep the queue
+                core.delivery.close()
+                core.lifecycle.transition(S.STOPPING, reason="stopping for restart")
+                await core.delivery.wait_runs_finished()
+                await self._teardown(DeadLetterReason.PROCESS_RESTARTING, keep_queue=True)
+                core.lifecycle.transition(S.STOPPED, reason="stopped for restart")
+            core.consecutive_failures = 0
+            try:
+                await self._start_locked(restart=True)
+            except Exception as exc:
+                log.warning("process %s: restart attempt failed: %s", core.name, exc)
+                self._schedule_restart(f"restart failed: {exc}")
+
+    # -- the heartbeat: idle and lifetime ----------------------------------------------------------
+    def _restart_heartbeat(self) -> None:
+        task = self._heartbeat_task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        self._heartbeat_task = asyncio.create_task(self._heartbeat(),
+                                                   name=f"{self.core.name}-heartbeat")
+
+    async def _heartbeat(self) -> None:
+        core = self.core
+        cfg, clock = core.config, core.clock
+        while True:
+            wait = cfg.heartbeat_interval
+            now = clock.monotonic()
+            if cfg.idle_timeout > 0 and core.state is S.RUNNING:
+                if core.delivery.is_idle:
+                    remaining = cfg.idle_timeout - (now - core.last_activity)
+                    if remaining <= 0:
+                        await self.suspend("idle")
+                    else:
+                        wait = min(wait, remaining)
+                else:
+                    wait = min(wait, cfg.idle_timeout)
+            if cfg.max_lifetime > 0 and core.started_at is not None:
+                age = now - core.started_at
+                if age >= cfg.max_lifetime:
+                    self._on_lifetime_reached()
+                    return
+                wait = min(wait, cfg.max_lifetime - age)
+            await clock.sleep(wait)
+
+    def _on_lifetime_reached(self) -> None:
+        core = self.core
+        if core.state not in (S.RUNNING, S.SUSPENDED):
+            return
+        if core.config.restart_policy == "always":
+            self._restart_task = asyncio.create_task(
+                self._restart_after(0.0, "max lifetime reached", counts=False),
+                name=f"{core.name}-recycle")
+        else:  # a stop on purpose: never restarted
+            self._spawn(self.stop(), "lifetime-stop")
