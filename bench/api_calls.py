@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime_core.api.client import RemoteControl
+from runtime_core.control import RemoteControl
 from runtime_core.events import RunFinished
 
 MANIFEST = """\

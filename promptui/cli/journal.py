@@ -30,8 +30,7 @@ from promptui.cli.options import (
 from promptui.format import clock_ms
 
 if TYPE_CHECKING:
-    from runtime_core.api.client import RemoteControl
-    from runtime_core.control import JournalEntryView
+    from runtime_core.control import JournalEntryView, RemoteControl
     from runtime_core.journal.entry import JournalEntry
 
 FOLLOW_SECONDS = 0.5

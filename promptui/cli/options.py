@@ -22,7 +22,7 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from runtime_core import AgentRuntime
-    from runtime_core.api.client import RemoteControl
+    from runtime_core.control import RemoteControl
 
 T = TypeVar("T")
 
@@ -172,8 +172,7 @@ def on_server(target: ServerTarget, action: Callable[[RemoteControl], Awaitable[
     printed in red and exits 1."""
     import asyncio
 
-    from runtime_core.api.client import RemoteControl
-    from runtime_core.control import ControlError
+    from runtime_core.control import ControlError, RemoteControl
 
     try:
         control = RemoteControl(target.url, token=target.token)

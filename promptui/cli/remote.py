@@ -34,8 +34,7 @@ from promptui.cli.options import (
 from promptui.format import iso_short
 
 if TYPE_CHECKING:
-    from runtime_core.api.client import RemoteControl
-    from runtime_core.control import DeadLetterView, ProcessSummary
+    from runtime_core.control import DeadLetterView, ProcessSummary, RemoteControl
 
 SHORT_ID = 8  # event ids are uuids; the first characters are enough to name one
 

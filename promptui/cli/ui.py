@@ -75,8 +75,7 @@ def attach(
     """Open the control room on a served runtime (promptui serve)."""
     import asyncio
 
-    from runtime_core.api.client import RemoteControl
-    from runtime_core.control import ControlError
+    from runtime_core.control import ControlError, RemoteControl
 
     try:
         target = find_server(url, token)
@@ -99,7 +98,7 @@ def attach(
 
 
 async def _check(url: str, token: str) -> None:
-    from runtime_core.api.client import RemoteControl
+    from runtime_core.control import RemoteControl
 
     probe = RemoteControl(url, token=token)
     try:

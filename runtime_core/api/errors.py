@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from runtime_core.api.error_shape import error_body
-from runtime_core.control import ControlError
+from runtime_core.control.plane import ControlError
 
 log = logging.getLogger("promptui.api")
 

@@ -11,16 +11,17 @@ from starlette.responses import StreamingResponse
 
 from runtime_core.api import storable
 from runtime_core.api.event_log import EventLog
-from runtime_core.control import (
+from runtime_core.control.plane import ControlPlane
+from runtime_core.control.views import (
     DeadLetterView,
     IncidentView,
     JournalEntryView,
-    LocalControl,
     ProcessDetail,
     ProcessSummary,
+    RewindPlan,
+    RewindResult,
     RunView,
 )
-from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
 from runtime_core.manifest import NAME_PATTERN
 from runtime_core.strict import StrictModel
 
@@ -96,8 +97,8 @@ class Count(BaseModel):
     count: int
 
 
-def control_of(request: Request) -> LocalControl:
-    control: LocalControl = request.app.state.control
+def control_of(request: Request) -> ControlPlane:
+    control: ControlPlane = request.app.state.control
     return control
 
 
@@ -114,10 +115,10 @@ async def health() -> dict[str, str]:
 
 @router.get("/runtime", response_model=RuntimeInfo)
 async def runtime_info(request: Request) -> RuntimeInfo:
-    control = control_of(request)
-    return RuntimeInfo(name=control.name, version=request.app.version,
+    info = await control_of(request).runtime_info()
+    return RuntimeInfo(name=info["name"], version=request.app.version,
                        read_only=request.app.state.read_only, boot=log_of(request).boot,
-                       process_count=len(control.runtime.processes))
+                       process_count=info["process_count"])
 
 
 @router.get("/events", summary="Server-sent runtime events (resumable with Last-Event-ID)",
@@ -185,7 +186,7 @@ async def inject(request: Request, name: str, body: InjectBody) -> dict[str, str
 # -- dead letters ------------------------------------------------------------------------------
 @router.get("/processes/{name}/dead-letters", response_model=list[DeadLetterView])
 async def dead_letters(request: Request, name: str) -> list[DeadLetterView]:
-    return list((await control_of(request).process_detail(name)).dead_letters)
+    return await control_of(request).dead_letters(name)
 
 
 @router.post("/processes/{name}/dead-letters/redeliver", response_model=Count)
@@ -203,9 +204,7 @@ async def clear_dead_letters(request: Request, name: str) -> Count:
 # -- triggers ---------------------------------------------------------------------------------
 @router.get("/processes/{name}/triggers")
 async def triggers(request: Request, name: str) -> list[dict[str, Any]]:
-    status = await control_of(request).process_status(name)
-    listed: list[dict[str, Any]] = status.get("triggers") or []
-    return listed
+    return await control_of(request).triggers(name)
 
 
 @router.post("/processes/{name}/triggers", status_code=201)
@@ -238,8 +237,7 @@ async def journal(request: Request, name: str,
 @router.get("/processes/{name}/runs", response_model=list[RunView])
 async def runs(request: Request, name: str,
                state: Annotated[str | None, Query(max_length=32)] = None) -> list[RunView]:
-    listed = (await control_of(request).process_detail(name)).runs
-    return [r for r in listed if state is None or r.state == state]
+    return await control_of(request).runs(name, state)
 
 
 @router.get("/processes/{name}/runs/{run_id}/waiting")

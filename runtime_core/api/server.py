@@ -18,7 +18,7 @@ from runtime_core.api import errors
 from runtime_core.api.event_log import EventLog
 from runtime_core.api.guard import DEFAULT_MAX_BODY, Guard, is_loopback
 from runtime_core.api.routes import router
-from runtime_core.control import LocalControl
+from runtime_core.control.local import LocalControl
 
 log = logging.getLogger("promptui.serve")
 VERSION = "1"

@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from runtime_core.agent.model import Model, ModelRequest
-from runtime_core.governance.mission import MissionConfig, MissionEvaluation
+from runtime_core.governance.config import MissionConfig
+from runtime_core.governance.mission import MissionEvaluation
 from runtime_core.triggers.base import TriggerEvent
 
 JUDGE_INSTRUCTIONS = (

@@ -22,9 +22,9 @@ from runtime_core.incidents.book import (
     Incident,
     IncidentBook,
     IncidentChange,
-    IncidentConfig,
     value_text,
 )
+from runtime_core.incidents.config import IncidentConfig
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.recorder import ProcessRecorder

@@ -24,9 +24,8 @@ from typer.testing import CliRunner, Result
 
 from promptui.cli import app
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, ToolContext, TriggerEvent
-from runtime_core.api.client import RemoteControl
 from runtime_core.api.server import create_app, make_server
-from runtime_core.control import LocalControl
+from runtime_core.control import LocalControl, RemoteControl
 from tests.conftest import wait_for
 from tests.e2e.test_cli_demo import promptui_command
 

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from runtime_core import AgentRuntime, ProcessConfig, TriggerEvent
-from runtime_core.api.client import RemoteControl
-from runtime_core.control import ControlError, LocalControl, ReadOnlyError
+from runtime_core.control import ControlError, LocalControl, ReadOnlyError, RemoteControl
 from runtime_core.events import RunFinished
 from tests.served import TOKEN, eventually, served
 

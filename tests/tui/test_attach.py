@@ -10,7 +10,7 @@ from typing import Any
 
 from promptui.app import ControlRoom
 from promptui.widgets.header import StatusHeader
-from runtime_core.api.client import RemoteControl
+from runtime_core.control import RemoteControl
 from tests.e2e.test_serve import start_serve, write_agents
 from tests.served import TOKEN, served
 from tests.tui.conftest import until

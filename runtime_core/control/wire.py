@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
-from runtime_core import events as runtime_events
+import runtime_core.events as runtime_events
 from runtime_core.events import RuntimeEvent
 
 T = TypeVar("T")

@@ -16,22 +16,20 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from runtime_core.api.sse import frames
-from runtime_core.api.wire import event_from_dict, load, load_list
-from runtime_core.control import (
-    ControlError,
-    ControlPlane,
+from runtime_core.control.plane import ControlError, ControlPlane, ReadOnlyError
+from runtime_core.control.sse import frames
+from runtime_core.control.views import (
     DeadLetterView,
     IncidentView,
     JournalEntryView,
-    LocalControl,
     ProcessDetail,
     ProcessSummary,
-    ReadOnlyError,
+    RewindPlan,
+    RewindResult,
     RunView,
 )
+from runtime_core.control.wire import event_from_dict, load, load_list
 from runtime_core.events import BoundedBuffer
-from runtime_core.journal.rewind_plan import RewindPlan, RewindResult
 
 log = logging.getLogger(__name__)
 LIST_TIMEOUT = 3.0  # the UI pump asks every tick: a hung server must not hold it for long
@@ -255,6 +253,11 @@ class RemoteControl:
         return load_list(IncidentView, await self._call("GET", "/incidents",
                                                         params={"process": process}))
 
+    async def triggers(self, name: str) -> list[dict[str, Any]]:
+        data: list[dict[str, Any]] = await self._call("GET", _path("processes", name,
+                                                                  "triggers"))
+        return data
+
     async def health_anomalies(self, name: str) -> list[dict[str, Any]] | None:
         data = await self._call("GET", _path("processes", name, "health", "anomalies"))
         anomalies: list[dict[str, Any]] = data["anomalies"]
@@ -380,7 +383,6 @@ class RemoteControl:
         await self._client.aclose()
 
 
-if TYPE_CHECKING:  # both transports are the one protocol the room and the CLI use
-    def _same_protocol(remote: RemoteControl, local: LocalControl
-                       ) -> tuple[ControlPlane, ControlPlane]:
-        return remote, local
+if TYPE_CHECKING:  # the one protocol the room and the CLI use
+    def _is_a_control_plane(remote: RemoteControl) -> ControlPlane:
+        return remote

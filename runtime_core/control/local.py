@@ -1,0 +1,348 @@
+"""LocalControl: the control plane over an in-process runtime (same event loop). Reads are
+views (control/local_views.py); commands check the read-only flag and the process's state, and
+turn the runtime's refusals into ControlError with what to do."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from runtime_core.control import local_views as views
+from runtime_core.control.plane import ControlError, ControlPlane, EventStream, ReadOnlyError
+from runtime_core.control.views import (
+    DeadLetterView,
+    IncidentView,
+    JournalEntryView,
+    ProcessDetail,
+    ProcessSummary,
+    RewindPlan,
+    RewindResult,
+    RunView,
+)
+from runtime_core.events import EventNotifier
+from runtime_core.governance.config_patch import ConfigPatchError
+from runtime_core.journal.provider import ReadFilter
+from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
+from runtime_core.journal.summary import summarize
+from runtime_core.manifest import NAME_PATTERN
+from runtime_core.process.process import AgentProcess
+from runtime_core.runtime import AgentRuntime
+from runtime_core.triggers.base import TriggerEvent
+
+MAX_SEQ = 2**63 - 1  # journal sequence numbers are SQLite (64-bit) integers
+
+
+class LocalControl:
+    """The control plane over an in-process runtime (same event loop)."""
+
+    def __init__(self, runtime: AgentRuntime, *, name: str = "local",
+                 read_only: bool = False) -> None:
+        self.runtime = runtime
+        self._name = name
+        self._read_only = read_only
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @property
+    def link(self) -> str:
+        return ""  # in-process: always reachable
+
+    @property
+    def notifier(self) -> EventNotifier:
+        return self.runtime.notifier
+
+    def subscribe(self, maxsize: int = 10_000) -> EventStream:
+        return self.runtime.notifier.subscribe(maxsize=maxsize)
+
+    def _process(self, name: str) -> AgentProcess:
+        try:
+            return self.runtime.get_process(name)
+        except KeyError as exc:
+            raise ControlError(str(exc.args[0]), "PROCESS_NOT_FOUND") from None
+
+    def _mutating(self, what: str) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"{what} is not allowed: this control room is read-only "
+                                "(started with --read-only)")
+
+    # -- reads -----------------------------------------------------------------------------
+    async def runtime_info(self) -> dict[str, Any]:
+        return {"name": self._name, "read_only": self._read_only,
+                "process_count": len(self.runtime.processes)}
+
+    async def list_processes(self) -> list[ProcessSummary]:
+        return [views.summary(p) for p in self.runtime.processes.values()]
+
+    async def process_detail(self, name: str) -> ProcessDetail:
+        return views.detail(self._process(name))
+
+    async def runs(self, name: str, state: str | None = None) -> list[RunView]:
+        return [r for r in views.run_views(self._process(name))
+                if state is None or r.state == state]
+
+    async def dead_letters(self, name: str) -> list[DeadLetterView]:
+        return list(views.dead_letter_views(self._process(name)))
+
+    async def triggers(self, name: str) -> list[dict[str, Any]]:
+        return [t.as_dict() for t in self._process(name).status_snapshot().triggers]
+
+    async def waiting_detail(self, name: str, run_id: str) -> dict[str, Any]:
+        process = self._process(name)
+        try:
+            detail = process.waiting_detail(run_id)
+        except KeyError as exc:
+            raise ControlError(str(exc.args[0])) from None
+        redacted: dict[str, Any] = views.redact_any(detail, process.redact)
+        return redacted
+
+    # -- commands --------------------------------------------------------------------------
+    async def start(self, name: str) -> None:
+        self._mutating("start")
+        process = self._process(name)
+        if process.state.value not in ("created", "stopped", "failed"):
+            raise ControlError(f"{name} is {process.state.value}; only a stopped or failed "
+                               "process can be started")
+        await process.start()
+
+    async def stop(self, name: str) -> None:
+        self._mutating("stop")
+        process = self._process(name)
+        if process.state.value in ("stopped", "created"):
+            raise ControlError(f"{name} is already {process.state.value}")
+        await process.stop()
+
+    async def restart(self, name: str) -> None:
+        self._mutating("restart")
+        process = self._process(name)
+        if process.state.value not in ("created", "stopped", "failed"):
+            await process.stop()
+        await process.start()
+
+    async def suspend(self, name: str) -> None:
+        self._mutating("suspend")
+        process = self._process(name)
+        if process.state.value != "running":
+            raise ControlError(f"{name} is {process.state.value}; only a running process "
+                               "can be suspended")
+        await process.suspend("operator")
+
+    async def resume(self, name: str) -> None:
+        self._mutating("resume")
+        process = self._process(name)
+        if process.state.value != "suspended":
+            raise ControlError(f"{name} is {process.state.value}; only a suspended process "
+                               "can be resumed")
+        await process.resume("operator")
+
+    async def inject(self, name: str, payload: dict[str, Any],
+                     trigger_type: str = "manual") -> str:
+        self._mutating("inject")
+        process = self._process(name)
+        if not isinstance(payload, dict):
+            raise ControlError("the payload must be a JSON object, e.g. {\"task\": \"check\"}")
+        event = TriggerEvent("operator", trigger_type, payload)
+        try:
+            accepted = await process.inject(event)
+        except Exception as exc:  # a stopped process, a full queue: say so, lose nothing
+            raise ControlError(f"{name} did not accept the event: {exc}") from None
+        if not accepted:
+            raise ControlError(f"{name} did not accept the event (its queue is full or it is "
+                               "not running); it is in the dead letters")
+        return event.event_id
+
+    async def redeliver(self, name: str, event_ids: Iterable[str] | None = None) -> int:
+        self._mutating("redeliver")
+        ids = list(event_ids) if event_ids is not None else None
+        return await self._process(name).redeliver_dead_letters(ids)
+
+    async def clear_dead_letters(self, name: str) -> int:
+        self._mutating("clear dead letters")
+        return self._process(name).clear_dead_letters()
+
+    async def reconcile(self, name: str, run_id: str, outcome: str, *, result: Any = None,
+                        note: str = "") -> None:
+        self._mutating("reconcile")
+        if outcome not in ("applied", "not_applied", "failed"):
+            raise ControlError(f"outcome {outcome!r} must be applied, not_applied or failed")
+        try:
+            await self._process(name).reconcile(run_id, outcome, result=result, note=note)
+        except (KeyError, ValueError) as exc:
+            raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+
+    async def answer_evidence(self, name: str, run_id: str, action: str, *,
+                              evidence: Any = None, note: str = "") -> None:
+        self._mutating("answer evidence")
+        process = self._process(name)
+        try:
+            if action == "supplied":
+                await process.supply_evidence(run_id, evidence, note=note)
+            elif action == "returned":
+                await process.return_to_model(run_id, note)
+            elif action == "failed":
+                await process.fail_waiting_run(run_id, note)
+            else:
+                raise ControlError(f"action {action!r} must be supplied, returned or failed")
+        except (KeyError, ValueError) as exc:
+            raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+
+    # -- the journal, rewind and fork ----------------------------------------------------------
+    async def journal_entries(self, name: str, *, before_seq: int | None = None,
+                              at_or_before: float | None = None, entry_type: str | None = None,
+                              text: str = "", limit: int = 200,
+                              after_seq: int | None = None) -> list[JournalEntryView]:
+        process = self._process(name)
+        journal = process.journal
+        if journal is None:
+            raise ControlError(f"{name} keeps no journal, so it has no timeline "
+                               "(set journal: {level: checkpoint} in its manifest)")
+        await journal.flush()
+        entries = await journal.read(ReadFilter(
+            process=name, until_seq=before_seq, until_time=at_or_before, since_seq=after_seq,
+            entry_type=entry_type or None, contains=text or None, newest_first=True,
+            limit=max(1, min(limit, 5000))))
+        return [JournalEntryView(e.entry_id, e.seq, e.entry_type, e.run_id or "", e.timestamp,
+                                 process.redact(summarize(e))) for e in entries]
+
+    async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan:
+        process = self._process(name)  # outside the try: its ControlError is a RuntimeError
+        _check_entry_id(name, entry_id)
+        try:
+            return await process.rewind_plan(entry_id, mode)
+        except (RuntimeError, ValueError) as exc:
+            raise ControlError(str(exc)) from None
+
+    async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult:
+        self._mutating("rewind")
+        process = self._process(name)
+        _check_entry_id(name, entry_id)
+        try:
+            return await process.rewind(entry_id, mode, actor="operator")
+        except (RuntimeError, ValueError) as exc:
+            raise ControlError(str(exc)) from None
+
+    async def fork(self, name: str, entry_id: str, new_name: str) -> str:
+        """Fork and start the new process."""
+        self._mutating("fork")
+        new_name = new_name.strip()
+        if not new_name:
+            raise ControlError("the fork needs a name")
+        if not NAME_PATTERN.match(new_name):  # it becomes a path segment, a table row, a key
+            raise ControlError(f"{new_name!r} is not a process name: a letter, then up to 63 "
+                               "letters, digits, '-' or '_'", "INVALID_REQUEST")
+        process = self._process(name)
+        _check_entry_id(name, entry_id)
+        try:
+            child = await process.fork(entry_id, new_name)
+        except (RuntimeError, ValueError) as exc:
+            raise ControlError(str(exc)) from None
+        await child.start()
+        return child.name
+
+    # -- incidents -------------------------------------------------------------------------
+    async def incidents(self, process: str | None = None) -> list[IncidentView]:
+        processes = [self._process(process)] if process is not None else \
+            list(self.runtime.processes.values())
+        found = [views.incident_view(p.name, incident, p.redact)
+                 for p in processes for incident in p.incidents()]
+        return sorted(found, key=lambda v: (v.state != "open", -v.last_seen))
+
+    async def resolve_incident(self, name: str, incident_id: str, *, generation: int,
+                               version: int, note: str = "") -> IncidentView:
+        self._mutating("resolve incident")
+        process = self._process(name)
+        try:
+            incident = await process.resolve_incident(
+                incident_id, generation=generation, version=version, note=note)
+        except (KeyError, ValueError, RuntimeError) as exc:  # stale, wrong state, unknown
+            raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+        return views.incident_view(name, incident, process.redact)
+
+    async def reopen_incident(self, name: str, incident_id: str, *, generation: int,
+                              version: int, note: str = "") -> IncidentView:
+        self._mutating("reopen incident")
+        process = self._process(name)
+        try:
+            incident = await process.reopen_incident(
+                incident_id, generation=generation, version=version, note=note)
+        except (KeyError, ValueError, RuntimeError) as exc:
+            raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+        return views.incident_view(name, incident, process.redact)
+
+    # -- status, triggers, health --------------------------------------------------------------
+    async def process_status(self, name: str) -> dict[str, Any]:
+        """The process's ``status()`` dict, as JSON data."""
+        process = self._process(name)
+        data: dict[str, Any] = json.loads(json.dumps(process.status(), default=str))
+        return data
+
+    async def add_trigger(self, name: str, config: dict[str, Any]) -> str:
+        self._mutating("add trigger")
+        try:
+            return await self._process(name).add_trigger(config)
+        except (ValueError, TypeError) as exc:
+            raise ControlError(str(exc), "INVALID_CONFIG") from None
+
+    async def remove_trigger(self, name: str, trigger_id: str) -> None:
+        self._mutating("remove trigger")
+        try:
+            await self._process(name).remove_trigger(trigger_id)
+        except KeyError as exc:
+            raise ControlError(str(exc.args[0] if exc.args else exc), "TRIGGER_NOT_FOUND"
+                               ) from None
+
+    async def health_anomalies(self, name: str) -> list[dict[str, Any]] | None:
+        """Oldest first; None when the process has no health monitoring."""
+        process = self._process(name)
+        anomalies = process.health_anomalies()
+        return None if anomalies is None else views.redact_any(anomalies, process.redact)
+
+    async def clear_health_anomalies(self, name: str) -> int:
+        self._mutating("clear anomalies")
+        try:
+            return self._process(name).clear_health_anomalies()
+        except ValueError as exc:
+            raise ControlError(str(exc), "HEALTH_DISABLED") from None
+
+    async def update_health(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Change the health config live (a JSON merge patch, checked as a whole)."""
+        self._mutating("change health config")
+        try:
+            config = self._process(name).update_health(patch)
+        except ConfigPatchError as exc:
+            raise ControlError(str(exc), exc.code) from None
+        return config.model_dump(mode="json")
+
+    async def start_all(self) -> None:
+        await self.runtime.start_all()
+
+    async def close(self) -> None:
+        """Stop every process cleanly (queued events are journaled, nothing is lost)."""
+        await self.runtime.close()
+
+    async def shutdown(self) -> dict[str, dict[str, int]]:
+        """Close for a service restart: queued events and runs in flight are taken back by
+        the next start on the same journal (see ``AgentRuntime.shutdown``)."""
+        return await self.runtime.shutdown()
+
+
+def _check_entry_id(process: str, entry_id: str) -> None:
+    """Refuse an entry id whose number no journal can hold (it would overflow SQLite)."""
+    try:
+        seq = parse_entry_id(process, entry_id)
+    except UnknownEntry as exc:
+        raise ControlError(str(exc)) from None
+    if seq > MAX_SEQ:
+        raise ControlError(f"no journal entry {process}:{seq}: sequence numbers stop at "
+                           f"{MAX_SEQ}; list the entries with 'promptui rewind {process}'")
+
+
+if TYPE_CHECKING:  # the one protocol the room and the CLI use
+    def _is_a_control_plane(local: LocalControl) -> ControlPlane:
+        return local

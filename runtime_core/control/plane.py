@@ -1,0 +1,158 @@
+"""The control plane: the one interface the control room and the CLI use to see and steer a
+runtime, whatever carries it. ``LocalControl`` wraps an in-process runtime; ``RemoteControl``
+speaks the same protocol over HTTP to ``promptui serve``. Every route of the HTTP API has its
+method here, and mypy checks both transports against it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from runtime_core.control.views import (
+    DeadLetterView,
+    IncidentView,
+    JournalEntryView,
+    ProcessDetail,
+    ProcessSummary,
+    RewindPlan,
+    RewindResult,
+    RunView,
+)
+from runtime_core.events import RuntimeEvent
+
+
+class ControlError(RuntimeError):
+    """A command could not be carried out; the message says why and what to do. ``code`` is
+    the machine-readable reason the HTTP API answers with (e.g. PROCESS_NOT_FOUND)."""
+
+    code: str = "REFUSED"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class ReadOnlyError(ControlError):
+    """A mutating command on a read-only control plane."""
+
+    code = "READ_ONLY"
+
+
+class EventStream(Protocol):
+    """A bounded buffer of runtime events; the oldest are dropped (and counted) when full."""
+
+    dropped: int
+
+    def drain(self, limit: int | None = None) -> list[RuntimeEvent]: ...
+
+    def close(self) -> None: ...
+
+
+class ControlPlane(Protocol):
+    """What the control room can see and do."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def read_only(self) -> bool: ...
+
+    @property
+    def link(self) -> str:
+        """Empty while the runtime is reachable; else what is wrong (e.g. "reconnecting")."""
+        ...
+
+    def subscribe(self, maxsize: int = 10_000) -> EventStream: ...
+
+    async def list_processes(self) -> list[ProcessSummary]: ...
+
+    async def process_detail(self, name: str) -> ProcessDetail: ...
+
+    async def start(self, name: str) -> None: ...
+
+    async def stop(self, name: str) -> None: ...
+
+    async def restart(self, name: str) -> None: ...
+
+    async def suspend(self, name: str) -> None: ...
+
+    async def resume(self, name: str) -> None: ...
+
+    async def inject(self, name: str, payload: dict[str, Any],
+                     trigger_type: str = "manual") -> str: ...
+
+    async def redeliver(self, name: str, event_ids: Iterable[str] | None = None) -> int: ...
+
+    async def clear_dead_letters(self, name: str) -> int: ...
+
+    async def waiting_detail(self, name: str, run_id: str) -> dict[str, Any]: ...
+
+    async def reconcile(self, name: str, run_id: str, outcome: str, *, result: Any = None,
+                        note: str = "") -> None: ...
+
+    async def answer_evidence(self, name: str, run_id: str, action: str, *,
+                              evidence: Any = None, note: str = "") -> None:
+        """A run waiting for completion evidence: ``supplied`` (with ``evidence``),
+        ``returned`` (to the model, with ``note``) or ``failed``."""
+        ...
+
+    async def journal_entries(self, name: str, *, before_seq: int | None = None,
+                              at_or_before: float | None = None, entry_type: str | None = None,
+                              text: str = "", limit: int = 200,
+                              after_seq: int | None = None) -> list[JournalEntryView]:
+        """Newest first; page with ``before_seq`` (the last seq you have); ``after_seq`` gives
+        only what came after it (to follow a journal)."""
+        ...
+
+    async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan: ...
+
+    async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult: ...
+
+    async def fork(self, name: str, entry_id: str, new_name: str) -> str: ...
+
+    async def incidents(self, process: str | None = None) -> list[IncidentView]:
+        """Every process's incidents (or one's): open ones first, then the latest seen."""
+        ...
+
+    async def resolve_incident(self, name: str, incident_id: str, *, generation: int,
+                               version: int, note: str = "") -> IncidentView: ...
+
+    async def reopen_incident(self, name: str, incident_id: str, *, generation: int,
+                              version: int, note: str = "") -> IncidentView:
+        """A new generation; a run starts on the last payload."""
+        ...
+
+    async def runtime_info(self) -> dict[str, Any]:
+        """Who the runtime is: ``name``, ``read_only``, ``process_count``."""
+        ...
+
+    async def process_status(self, name: str) -> dict[str, Any]:
+        """The process's ``status()`` dict, as JSON data."""
+        ...
+
+    async def runs(self, name: str, state: str | None = None) -> list[RunView]:
+        """Waiting runs first, then running, then the newest finished; or those in ``state``."""
+        ...
+
+    async def dead_letters(self, name: str) -> list[DeadLetterView]: ...
+
+    async def triggers(self, name: str) -> list[dict[str, Any]]: ...
+
+    async def add_trigger(self, name: str, config: dict[str, Any]) -> str: ...
+
+    async def remove_trigger(self, name: str, trigger_id: str) -> None: ...
+
+    async def health_anomalies(self, name: str) -> list[dict[str, Any]] | None:
+        """Oldest first; None when the process has no health monitoring."""
+        ...
+
+    async def clear_health_anomalies(self, name: str) -> int: ...
+
+    async def update_health(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Change the health config live (a JSON merge patch, checked as a whole)."""
+        ...
+
+    async def start_all(self) -> None: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,150 @@
+"""What crosses the control plane: plain frozen dataclasses of strings, numbers and dicts,
+never a runtime object, so a widget cannot reach into a process. The rewind plan and result
+(journal/rewind_plan.py) are such values too and are offered here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime_core.journal.rewind_plan import (
+    ContextChange,
+    OutsideEffect,
+    RewindMode,
+    RewindPlan,
+    RewindResult,
+)
+
+__all__ = ["ContextChange", "DeadLetterView", "IncidentView", "JournalEntryView",
+           "OutsideEffect", "ProcessDetail", "ProcessSummary", "QueuedEventView", "RewindMode",
+           "RewindPlan", "RewindResult", "RunView", "StepView", "preview"]
+
+PREVIEW_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSummary:
+    """One row of the process table."""
+
+    name: str
+    state: str
+    suspend_reason: str
+    queue_depth: int
+    queue_capacity: int
+    active_runs: int
+    invocations: int
+    failure_streak: int
+    restarts: int
+    dead_letters: int
+    waiting_runs: int
+    pending_retries: int
+    health: str  # "off", "ok" or "<n> anomalies"
+    budget_use: float | None  # the highest share of any limit used, None when off
+    mission_state: str
+    last_run_at: float | None  # epoch seconds of the last finished run
+    last_outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    index: int
+    kind: str  # "model", "tool", "refused"
+    name: str
+    args: dict[str, Any]
+    result: str
+    ok: bool
+    duration_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    run_id: str
+    event_id: str
+    trigger_type: str
+    state: str
+    reason: str
+    error: str
+    reply: str
+    attempt: int
+    started_at: float | None
+    finished_at: float | None
+    waiting_reason: str
+    write_in_flight: str
+    steps: tuple[StepView, ...] = ()
+    identity: dict[str, Any] = field(default_factory=dict)  # profile, goal, policy, digest...
+    config_changed: str = ""  # "started -> now" digests when resumed under another config
+    missing_evidence: str = ""  # why the completion evaluator is not satisfied yet
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedEventView:
+    event_id: str
+    trigger_type: str
+    trigger_id: str
+    timestamp: float
+    payload_preview: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterView:
+    event_id: str
+    trigger_type: str
+    reason: str
+    error: str
+    attempts: int
+    dead_lettered_at: str  # ISO time
+    payload_preview: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessDetail:
+    summary: ProcessSummary
+    queued: tuple[QueuedEventView, ...]
+    dead_letters: tuple[DeadLetterView, ...]
+    runs: tuple[RunView, ...]  # waiting runs first, then running, then newest finished
+    context: dict[str, Any]
+    conversation: tuple[dict[str, Any], ...]
+    governance: dict[str, Any]  # health / budget / mission / secrets / inbox / memory
+    config: dict[str, Any]  # the configuration as loaded (secret references, never values)
+    triggers: tuple[dict[str, Any], ...] = field(default=())
+    servers: tuple[dict[str, Any], ...] = field(default=())  # MCP: state and tools with effects
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntryView:
+    """One line of a process's timeline."""
+
+    entry_id: str  # "<process>:<seq>"
+    seq: int
+    entry_type: str
+    run_id: str
+    timestamp: float
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentView:
+    """One incident of one process. A repair action sends back the ``generation`` and
+    ``version`` it was decided on, and is refused when the incident moved since."""
+
+    process: str
+    incident_id: str
+    state: str  # open, resolved (by an operator), recovered (by a recovered_when event)
+    generation: int
+    version: int
+    fingerprint: str  # the fingerprint's value, as text
+    opened_at: float  # the current generation's
+    last_seen: float
+    occurrences: int  # in the current generation
+    run_ids: tuple[str, ...]  # oldest first
+    closed_at: float | None = None
+    resolved_by: str = ""
+    note: str = ""
+    last_payload: str = ""  # a preview of the last payload seen, secrets redacted
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str,
+                                                            ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
