@@ -236,3 +236,32 @@ class ProcessCore:
     def part(self, kind: type[P]) -> P | None:
         return next((p for p in self.parts if isinstance(p, kind)), None)
 
+    def need(self, kind: type[P], missing: str, error: type[Exception] = RuntimeError) -> P:
+        """The part of ``kind``; ``error`` saying the process ``missing`` it when it is off."""
+        part = self.part(kind)
+        if part is None:
+            raise error(f"process {self.name!r} {missing}")
+        return part
+
+
+
+def new_core(name: str, process_id: str, config: ProcessConfig, *, clock: Clock,
+             notifier: EventNotifier, bus: EventBus, broker: MessageBroker,
+             base_dir: str | Path | None, journal: JournalProvider | None,
+             host: ProcessHost | None, hooks: Hooks) -> ProcessCore:
+    """A process's shared state, fresh from its config: no run, nothing queued."""
+    core = ProcessCore(
+        name=name, process_id=process_id, config=config, clock=clock, notifier=notifier,
+        bus=bus, broker=broker, base_dir=Path(base_dir) if base_dir is not None else None,
+        lifecycle=ProcessLifecycle(),
+        context=AgentContext(writable_keys=config.context.writable_keys,
+                             initial_state=config.context.initial_state),
+        conversation=ConversationBuffer(config.context.conversation_max_messages,
+                                        enabled=config.context.conversation_history),
+        delivery=Delivery(process=name, maxsize=config.queue_size, notifier=notifier,
+                          dead_letter_size=config.trigger_delivery.dead_letter_size,
+                          clock=clock),
+        waiting=WaitingRuns(name, notifier), hooks=hooks, journal=journal, host=host,
+        instructions=config.instructions)
+    core.touch()
+    return core

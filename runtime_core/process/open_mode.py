@@ -11,48 +11,91 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from runtime_core.agent.tools import Tool, tool
 from runtime_core.config import ProcessConfig
+from runtime_core.journal.entry import EntryType
+from runtime_core.process.core import ProcessCore
 from runtime_core.process.status import ProcessStatus
+from runtime_core.process.triggers import TriggerSet
 
 CHILD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 META_TOOL_NAMES = ("list_triggers", "add_trigger", "remove_trigger", "spawn_process",
                    "update_instructions")
 
 
-class OpenModeTarget(Protocol):
-    """What the meta-tools need of their process (AgentProcess has it)."""
+class OpenModeHost:
+    """What the meta-tools change in their process: its dynamic triggers, its children and its
+    instructions. The process owns one and offers its views; the tools call it."""
+
+    def __init__(self, core: ProcessCore, triggers: TriggerSet,
+                 status: Callable[[], ProcessStatus], up: Callable[[], bool]) -> None:
+        self._core = core
+        self._triggers = triggers
+        self._status = status
+        self._up = up
+        self.spawned: list[str] = []
 
     @property
-    def config(self) -> ProcessConfig: ...
+    def config(self) -> ProcessConfig:
+        return self._core.config
+
+    def status_snapshot(self) -> ProcessStatus:
+        return self._status()
 
     @property
-    def dynamic_trigger_count(self) -> int: ...
+    def dynamic_trigger_count(self) -> int:
+        return len(self._triggers.dynamic)
 
-    @property
-    def spawned_processes(self) -> list[str]: ...
+    async def add_dynamic_trigger(self, config: dict[str, Any]) -> str:
+        """An agent-added trigger: started now, stopped and dropped at stop(), not restored."""
+        return await self._triggers.add(config, running=self._up(), dynamic=True)
 
-    def status_snapshot(self) -> ProcessStatus: ...
-
-    async def add_dynamic_trigger(self, config: dict[str, Any]) -> str: ...
-
-    async def remove_dynamic_trigger(self, trigger_id: str) -> None: ...
+    async def remove_dynamic_trigger(self, trigger_id: str) -> None:
+        if trigger_id not in self._triggers.dynamic:
+            mine = ", ".join(sorted(self._triggers.dynamic)) or "none"
+            raise KeyError(f"{trigger_id!r} is not a trigger this process added (its own: "
+                           f"{mine})")
+        await self._triggers.remove(trigger_id)
 
     async def spawn_child(self, name: str, instructions: str,
-                          triggers: list[dict[str, Any]]) -> str: ...
+                          triggers: list[dict[str, Any]]) -> str:
+        """Start a strict-mode child through the parent runtime, with the parent's model and
+        journal settings."""
+        host, config = self._core.host, self._core.config
+        if host is None:
+            raise RuntimeError("spawning needs the process to belong to an AgentRuntime")
+        child_config = ProcessConfig.model_validate({
+            "model": config.model, "instructions": instructions, "triggers": triggers,
+            "journal": config.journal.model_dump()})
+        child = host.add_process(name, child_config, base_dir=self._core.base_dir)
+        self.spawned.append(name)
+        try:
+            await child.start()
+        except Exception:
+            self.spawned.remove(name)
+            await host.remove_process(name)
+            raise
+        return name
 
-    def update_instructions(self, text: str) -> None: ...
+    def update_instructions(self, text: str) -> None:
+        """Replace the system prompt from the next run on (the executor reads it per run; the
+        connected MCP tools are kept)."""
+        core = self._core
+        core.instructions = text
+        core.rebuild_count += 1
+        if core.recorder is not None:
+            core.recorder.submit(EntryType.INSTRUCTIONS_UPDATED, {"length": len(text)})
 
 
 class OpenModeRefused(Exception):
     """A meta-tool call the limits do not allow; the model sees the reason."""
 
 
-def meta_tools(process: OpenModeTarget) -> list[Tool]:
+def meta_tools(process: OpenModeHost) -> list[Tool]:
     """The open-mode tools bound to ``process``."""
     limits = process.config.open_mode
 
@@ -98,7 +141,7 @@ def meta_tools(process: OpenModeTarget) -> list[Tool]:
         """Start a new child process with these instructions and triggers (same model)."""
         if not limits.allow_process_spawn:
             raise OpenModeRefused("spawning processes is not allowed for this process")
-        if len(process.spawned_processes) >= limits.max_spawned_processes:
+        if len(process.spawned) >= limits.max_spawned_processes:
             raise OpenModeRefused(f"the limit of {limits.max_spawned_processes} spawned "
                                   "processes is reached")
         if not CHILD_NAME.match(name):

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from runtime_core.agent.model import Model
 from runtime_core.agent.tools import AgentTool, Tool
@@ -16,24 +16,21 @@ from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock, SystemClock
 from runtime_core.config import ProcessConfig
 from runtime_core.context import AgentContext, ConversationBuffer
-from runtime_core.delivery.queue import Delivery
 from runtime_core.events import EventNotifier
 from runtime_core.governance.config import HealthConfig
-from runtime_core.governance.config_patch import apply_patch
 from runtime_core.governance.escalation import Escalator
 from runtime_core.governance.hooks import HookManager
 from runtime_core.incidents.book import Incident
-from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResult
 from runtime_core.lifecycle import ProcessLifecycle, ProcessState
 from runtime_core.memory.provider import MemoryProvider
 from runtime_core.process.assembly import Assembly
-from runtime_core.process.core import Hooks, Part, ProcessCore, ProcessHost
+from runtime_core.process.core import Hooks, ProcessHost, new_core
 from runtime_core.process.dispatch import Dispatch
 from runtime_core.process.intake import Intake
 from runtime_core.process.journaling import ProcessJournal
-from runtime_core.process.open_mode import meta_tools
+from runtime_core.process.open_mode import OpenModeHost, meta_tools
 from runtime_core.process.operator import Operator
 from runtime_core.process.parts import (
     HealthPart,
@@ -46,17 +43,16 @@ from runtime_core.process.parts import (
     put_part,
 )
 from runtime_core.process.parts.actions import Escalations
+from runtime_core.process.parts.health import patch_health
 from runtime_core.process.rewinding import ProcessRewinder
 from runtime_core.process.status import ProcessStatus, build_status
 from runtime_core.process.supervisor import Supervisor
 from runtime_core.process.triggers import TriggerSet
 from runtime_core.runs.run import Run
-from runtime_core.runs.waiting import WaitingRuns
 from runtime_core.triggers.base import TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 
 S = ProcessState
-P = TypeVar("P", bound=Part)
 
 
 class AgentProcess:
@@ -75,28 +71,16 @@ class AgentProcess:
         self.process_id = process_id or str(uuid.uuid4())
         self.runtime = runtime
         self.hooks = HookManager()  # this process's own; ``hooks=`` is the runtime's shared set
-        cfg, clock = self.config, clock or SystemClock()
-        notifier = event_notifier or EventNotifier()
-        core = self._core = ProcessCore(
-            name=name, process_id=self.process_id, config=cfg, clock=clock, notifier=notifier,
-            bus=event_bus or EventBus(), broker=broker or MessageBroker(),
-            base_dir=Path(base_dir) if base_dir is not None else None,
-            lifecycle=ProcessLifecycle(),
-            context=AgentContext(writable_keys=cfg.context.writable_keys,
-                                 initial_state=cfg.context.initial_state),
-            conversation=ConversationBuffer(cfg.context.conversation_max_messages,
-                                            enabled=cfg.context.conversation_history),
-            delivery=Delivery(process=name, maxsize=cfg.queue_size, notifier=notifier,
-                              dead_letter_size=cfg.trigger_delivery.dead_letter_size,
-                              clock=clock),
-            waiting=WaitingRuns(name, notifier),
-            hooks=Hooks(name, self.hooks, hooks if isinstance(hooks, HookManager) else None),
-            journal=journal, host=runtime, instructions=cfg.instructions)
-        core.touch()
+        core = self._core = new_core(
+            name, self.process_id, self.config, clock=clock or SystemClock(),
+            notifier=event_notifier or EventNotifier(), bus=event_bus or EventBus(),
+            broker=broker or MessageBroker(), base_dir=base_dir, journal=journal, host=runtime,
+            hooks=Hooks(name, self.hooks, hooks if isinstance(hooks, HookManager) else None))
+        cfg, clock = self.config, core.clock
         self._journal = ProcessJournal(core)
         core.lifecycle.add_listener(self._journal.on_transition)
         core.context.add_listener(self._journal.on_context_update)
-        self._escalations = Escalations(name, Escalator(core.bus, source=name), notifier)
+        self._escalations = Escalations(name, Escalator(core.bus, source=name), core.notifier)
         self._actions = PartActions(pause=lambda why: self._supervisor.pause(why),
                                     stop_on_purpose=lambda: self._supervisor.stop_on_purpose(),
                                     escalate=self._escalations.send, inject=self.inject)
@@ -116,7 +100,7 @@ class AgentProcess:
         self._rewinder = ProcessRewinder(core, self._journal, suspend=self.suspend,
                                          resume=self.resume, fork_model=model,
                                          fork_tools=self._assembly.python_tools)
-        self._spawned: list[str] = []
+        self._open = OpenModeHost(core, self._triggers, self.status_snapshot, self._up)
 
     # -- read-only views ---------------------------------------------------------------------
     @property
@@ -179,8 +163,7 @@ class AgentProcess:
     @property
     def memory(self) -> MemoryProvider | None:
         """The long-term memory provider: None before the first start or without one."""
-        part = self._core.part(MemoryPart)
-        return part.provider if part is not None else None
+        return part.provider if (part := self._core.part(MemoryPart)) is not None else None
 
     def redact(self, text: str) -> str:
         """``text`` with every active secret value replaced by ``[secret:name]``."""
@@ -199,8 +182,7 @@ class AgentProcess:
 
     def tools(self) -> dict[str, AgentTool]:
         """The tools runs get since the last start, by name (empty before the first start)."""
-        executor = self._core.executor
-        return dict(executor.tools) if executor is not None else {}
+        return dict(executor.tools) if (executor := self._core.executor) is not None else {}
 
     def queued_events(self) -> list[TriggerEvent]:
         return self._core.delivery.queued_events()
@@ -210,7 +192,7 @@ class AgentProcess:
         triggers = self._triggers
         return build_status(self._core, triggers=triggers.status(),
                             trigger_count=triggers.config_count,
-                            filtered_count=triggers.filtered_count, spawned=len(self._spawned),
+                            filtered_count=triggers.filtered_count, spawned=len(self._open.spawned),
                             servers=self._assembly.describe_servers())
 
     def status(self) -> dict[str, Any]:
@@ -232,11 +214,8 @@ class AgentProcess:
         await self._supervisor.close()
 
     async def shutdown(self) -> dict[str, int]:
-        """Close for a service restart (SIGTERM), like a crash at a safe point: triggers stop
-        taking events, what is journaled is made durable, then nothing more is journaled. The
-        next start on the same journal re-queues what was accepted and not finished, in order,
-        and resumes runs in flight, where stop() would dead-letter them. Without a journal this
-        is close(). Returns how many events were left ("pending") and the dead letters kept."""
+        """Close for a service restart (SIGTERM), like a crash at a safe point; the next start
+        re-queues what was accepted and not finished (see Supervisor.shutdown)."""
         return await self._supervisor.shutdown()
 
     async def suspend(self, reason: str = "manual") -> None:
@@ -281,20 +260,13 @@ class AgentProcess:
         await self._triggers.remove(trigger_id)
 
     # -- the optional features ------------------------------------------------------------------
-    def _need(self, kind: type[P], missing: str, error: type[Exception] = RuntimeError) -> P:
-        part = self._core.part(kind)
-        if part is None:
-            raise error(f"process {self.name!r} {missing}")
-        return part
-
     def incidents(self) -> list[Incident]:
         """This process's incidents, in the order they opened (empty without ``incidents``)."""
-        part = self._core.part(IncidentsPart)
-        return part.keeper.incidents() if part is not None else []
+        return part.keeper.incidents() if (part := self._core.part(IncidentsPart)) else []
 
     def _incidents(self) -> IncidentsPart:
-        return self._need(IncidentsPart, "keeps no incidents; add 'incidents: {fingerprint: "
-                                         "...}' to its manifest")
+        return self._core.need(IncidentsPart, "keeps no incidents; add 'incidents: "
+                               "{fingerprint: ...}' to its manifest")
 
     async def resolve_incident(self, incident_id: str, *, generation: int, version: int,
                                note: str = "", actor: str = "operator") -> Incident:
@@ -306,11 +278,8 @@ class AgentProcess:
                               note: str = "", actor: str = "operator") -> Incident:
         """Reopen a resolved or recovered incident as a new generation and start a run on its
         last payload; refused when stale (StaleIncidentError) or still open."""
-        part = self._incidents()
-        if self._core.refusal() is not None or self.state is S.CREATED:
-            raise RuntimeError(f"process {self.name!r} is {self.state.value}: start it first "
-                               "(a reopened incident starts a run)")
-        incident, event = await part.reopen(incident_id, generation, version, note, actor)
+        incident, event = await self._incidents().reopen(incident_id, generation, version,
+                                                         note, actor)
         await self._intake.queue_accepted(event, "incident reopened")
         return incident
 
@@ -318,104 +287,57 @@ class AgentProcess:
                            priority: str = "normal", sender_id: str | None = None,
                            ttl: float | None = None) -> str:
         """Leave a message for the agent's next run; returns its id."""
-        return self._need(InboxPart, "has no inbox; set inbox.enabled").send(
+        return self._core.need(InboxPart, "has no inbox; set inbox.enabled").send(
             content, message_type=message_type, priority=priority, sender_id=sender_id,
             ttl=ttl)
 
     async def ask(self, content: str, *, sender_id: str | None = None,
                   timeout: float = 120.0) -> str:  # noqa: ASYNC109  (the spec API)
         """Ask the agent a question and wait for its answer; the question wakes the agent."""
-        return await self._need(InboxPart, "has no inbox; set inbox.enabled").ask(
+        return await self._core.need(InboxPart, "has no inbox; set inbox.enabled").ask(
             content, sender_id=sender_id, timeout=timeout)
 
     def update_health(self, patch: Mapping[str, Any]) -> HealthConfig:
         """Apply a JSON merge patch to the health config (ConfigPatchError, changing nothing,
         on an unknown field or a bad value). It holds from the next recorded signal; ``enabled``
         builds the monitor or drops it with its history."""
-        config = apply_patch(self.config.health, patch)
-        self.config.health = config
-        part = self._core.part(HealthPart)
-        if not config.enabled:
-            put_part(self._core, HealthPart, None)
-        elif part is None:
-            put_part(self._core, HealthPart, HealthPart(self._core, self._actions))
-        else:
-            part.monitor.apply_config(config)
-        return config
+        return patch_health(self._core, self._actions, patch,
+                            lambda part: put_part(self._core, HealthPart, part))
 
     def health_anomalies(self) -> list[dict[str, Any]] | None:
         """The anomaly history, oldest first; None when monitoring is off."""
         part = self._core.part(HealthPart)
-        return None if part is None else [a.to_dict() for a in part.monitor.anomalies]
+        return [a.to_dict() for a in part.monitor.anomalies] if part is not None else None
 
     def clear_health_anomalies(self) -> int:
         """Forget the anomaly history; ValueError when monitoring is off."""
-        part = self._need(HealthPart, "has no health monitoring (health: {enabled: true})",
+        part = self._core.need(HealthPart, "has no health monitoring (health: {enabled: true})",
                           ValueError)
         return part.monitor.clear_anomalies()
 
     def resume_mission(self) -> None:
         """Let a mission paused by an unsure judge be evaluated again."""
-        self._need(MissionPart, "has no mission enabled").resume()
+        self._core.need(MissionPart, "has no mission enabled").resume()
         self._journal.checkpoint_soon()
 
     async def fail_mission(self, reason: str = "") -> None:
         """Give up on the mission: it is marked failed and the process stops on purpose."""
-        await self._need(MissionPart, "has no mission enabled").fail(reason)
+        await self._core.need(MissionPart, "has no mission enabled").fail(reason)
         self._journal.checkpoint_soon()
         await self._supervisor.stop_on_purpose()
 
-    # -- open mode (process/open_mode.py holds the meta-tools and their limits) ----------------
+    # -- open mode (process/open_mode.py holds the meta-tools, their limits and their host) ----
     def _meta_tools(self) -> list[Tool]:
-        return meta_tools(self) if self.config.execution_mode == "open" else []
+        return meta_tools(self._open) if self.config.execution_mode == "open" else []
 
     def update_instructions(self, text: str) -> None:
-        """Replace the system prompt from the next run on (the executor reads it per run; the
-        connected MCP tools are kept)."""
-        core = self._core
-        core.instructions = text
-        core.rebuild_count += 1
-        if core.recorder is not None:
-            core.recorder.submit(EntryType.INSTRUCTIONS_UPDATED, {"length": len(text)})
-
-    @property
-    def dynamic_trigger_count(self) -> int:
-        return len(self._triggers.dynamic)
+        """Replace the system prompt from the next run on."""
+        self._open.update_instructions(text)
 
     @property
     def spawned_processes(self) -> list[str]:
         """Names of the child processes this process spawned (open mode)."""
-        return list(self._spawned)
-
-    async def add_dynamic_trigger(self, config: dict[str, Any]) -> str:
-        """An agent-added trigger: started now, stopped and dropped at stop(), not restored."""
-        return await self._triggers.add(config, running=self._up(), dynamic=True)
-
-    async def remove_dynamic_trigger(self, trigger_id: str) -> None:
-        if trigger_id not in self._triggers.dynamic:
-            mine = ", ".join(sorted(self._triggers.dynamic)) or "none"
-            raise KeyError(f"{trigger_id!r} is not a trigger this process added (its own: "
-                           f"{mine})")
-        await self._triggers.remove(trigger_id)
-
-    async def spawn_child(self, name: str, instructions: str,
-                          triggers: list[dict[str, Any]]) -> str:
-        """Start a strict-mode child through the parent runtime, with the parent's model and
-        journal settings."""
-        if self.runtime is None:
-            raise RuntimeError("spawning needs the process to belong to an AgentRuntime")
-        config = ProcessConfig.model_validate({
-            "model": self.config.model, "instructions": instructions, "triggers": triggers,
-            "journal": self.config.journal.model_dump()})
-        child = self.runtime.add_process(name, config, base_dir=self._core.base_dir)
-        self._spawned.append(name)
-        try:
-            await child.start()
-        except Exception:
-            self._spawned.remove(name)
-            await self.runtime.remove_process(name)
-            raise
-        return name
+        return list(self._open.spawned)
 
     # -- rewind and fork (process/rewinding.py) ------------------------------------------------
     async def rewind_plan(self, entry_id: str | int,

@@ -76,7 +76,7 @@ class Supervisor:
         if core.delivery.current_task_is_worker() and self.lock.locked():
             return  # a run stopping its own process while a restart holds the lock
         async with self.lock:
-            if core.state in (S.STOPPED, S.CREATED):  # another task stopped it meanwhile
+            if self._already_down():
                 return
             self._stopping = True
             await core.hooks.dispatch(HookEvent.SESSION_END, {"state": core.state.value})
@@ -96,6 +96,10 @@ class Supervisor:
                 core.conversation.clear()
             core.notifier.emit(ProcessStopped(process=core.name, process_id=core.process_id))
 
+    def _already_down(self) -> bool:
+        # Re-read after waiting for the lock: another task may have stopped the process.
+        return self.core.state in (S.STOPPED, S.CREATED)
+
     async def close(self) -> None:
         """stop(), then release what lives as long as the process object."""
         core = self.core
@@ -109,7 +113,11 @@ class Supervisor:
         self.assembly.release()
 
     async def shutdown(self) -> dict[str, int]:
-        """Close for a service restart, like a crash at a safe point (see AgentProcess)."""
+        """Close for a service restart (SIGTERM), like a crash at a safe point: triggers stop
+        taking events, what is journaled is made durable, then nothing more is journaled. The
+        next start on the same journal re-queues what was accepted and not finished, in order,
+        and resumes runs in flight, where stop() would dead-letter them. Without a journal this
+        is close(). Returns how many events were left ("pending") and the dead letters kept."""
         core = self.core
         recorder, journal = core.recorder, core.journal
         if recorder is None or journal is None or core.state is S.CREATED:

@@ -9,6 +9,7 @@ from runtime_core.incidents.config import IncidentConfig
 from runtime_core.incidents.keeper import Admission, IncidentKeeper
 from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.recorder import ProcessRecorder
+from runtime_core.lifecycle import ProcessState
 from runtime_core.process.core import Part, PartStatus, ProcessCore
 from runtime_core.runs.run import Run
 from runtime_core.triggers.base import TriggerEvent
@@ -42,5 +43,9 @@ class IncidentsPart(Part):
 
     async def reopen(self, incident_id: str, generation: int, version: int, note: str,
                      actor: str) -> tuple[Incident, TriggerEvent]:
+        """The reopened incident and the event its new run starts on."""
+        if self.core.refusal() is not None or self.core.state is ProcessState.CREATED:
+            raise RuntimeError(f"process {self.core.name!r} is {self.core.state.value}: start "
+                               "it first (a reopened incident starts a run)")
         return await self.keeper.reopen(incident_id, generation, version, note, actor,
                                         self.core.recorder)
