@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -15,25 +15,7 @@ from rich.table import Table
 from promptui.cli.options import JOURNAL_OPTION, check_process, fail, json_option, out
 from promptui.format import ago
 
-if TYPE_CHECKING:
-    from runtime_core.incidents import Incident
-
 STATE_STYLES = {"open": "bold red", "recovered": "green", "resolved": "cyan"}
-
-
-def load_incidents(journal: Path, process: str | None) -> list[tuple[str, Incident]]:
-    """(process, incident) pairs: open ones first, then the latest seen."""
-    from runtime_core.incidents import fold_entries
-    from runtime_core.journal.entry import EntryType
-    from runtime_core.journal.inspect import process_names, read_entries
-
-    names = [process] if process is not None else process_names(journal)
-    found: list[tuple[str, Incident]] = []
-    for name in names:
-        # A journal keeps at most history_size payloads per incident in its entries anyway.
-        entries = read_entries(journal, name, entry_type=EntryType.INCIDENT)
-        found += [(name, incident) for incident in fold_entries(e.data for e in entries)]
-    return sorted(found, key=lambda pair: (not pair[1].is_open, -pair[1].last_seen))
 
 
 def incidents(
@@ -42,8 +24,8 @@ def incidents(
     journal: Path = JOURNAL_OPTION,
 ) -> None:
     """List the incidents recorded in a journal: state, generation, occurrences, runs."""
-    from runtime_core.incidents import value_text
-    from runtime_core.journal.provider import JournalError
+    from runtime_core.control.offline import JournalError, value_text
+    from runtime_core.control.offline import incidents as load_incidents
 
     try:
         if process is not None:

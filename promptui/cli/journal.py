@@ -31,7 +31,7 @@ from promptui.format import clock_ms
 
 if TYPE_CHECKING:
     from runtime_core.control import JournalEntryView, RemoteControl
-    from runtime_core.journal.entry import JournalEntry
+    from runtime_core.control.offline import JournalEntry
 
 FOLLOW_SECONDS = 0.5
 PAGE = 1000
@@ -76,8 +76,7 @@ def logs(
 
     From the server given by --url or PROMPTUI_URL (or running here), else from the journal
     file."""
-    from runtime_core.journal.inspect import read_entries
-    from runtime_core.journal.provider import JournalError
+    from runtime_core.control.offline import JournalError, read_entries
 
     width = shutil.get_terminal_size((160, 24)).columns
     target = server_for(url, token, journal)
@@ -167,8 +166,7 @@ def export(
     journal: Path = JOURNAL_OPTION,
 ) -> None:
     """Write every entry of PROCESS as JSON lines to standard output."""
-    from runtime_core.journal.inspect import read_entries
-    from runtime_core.journal.provider import JournalError
+    from runtime_core.control.offline import JournalError, read_entries
 
     try:
         check_process(journal, process)
@@ -186,7 +184,7 @@ def export(
 @journal_app.command("verify")
 def verify_command(journal: Path = JOURNAL_OPTION) -> None:
     """Check the file, each process's chain of seqs, checksums and checkpoints."""
-    from runtime_core.journal.inspect import verify
+    from runtime_core.control.offline import verify
 
     report = verify(journal)
     for name, count in sorted(report.processes.items()):

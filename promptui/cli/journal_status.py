@@ -4,9 +4,8 @@ dead-letters`` when no server runs: read-only, so looking never changes the file
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -15,19 +14,16 @@ from rich.table import Table
 
 from promptui.format import date_time
 
-if TYPE_CHECKING:
-    from runtime_core.control import DeadLetterView
-
 
 def journal_rows(path: Path) -> list[dict[str, Any]]:
     """One row per process: its last state, its last entry and its dead letters."""
-    from runtime_core.journal.inspect import process_names
+    from runtime_core.control.offline import process_names
 
     return [_journal_row(path, name) for name in process_names(path)]
 
 
 def _journal_row(path: Path, name: str) -> dict[str, Any]:
-    from runtime_core.journal.inspect import read_dead_letters, read_entries
+    from runtime_core.control.offline import dead_letters, read_entries
 
     moves = read_entries(path, name, entry_type="state_transition", limit=1, newest_first=True)
     shutdowns = read_entries(path, name, entry_type="shutdown", limit=1, newest_first=True)
@@ -40,7 +36,7 @@ def _journal_row(path: Path, name: str) -> dict[str, Any]:
             "last_state": state,
             "last_entry_type": last[0].entry_type if last else "",
             "last_entry_at": last[0].timestamp if last else None,
-            "dead_letters": len(read_dead_letters(path, name))}
+            "dead_letters": len(dead_letters(path, name))}
 
 
 def print_journal_status(rows: list[dict[str, Any]], path: Path, as_json: bool,
@@ -59,14 +55,3 @@ def print_journal_status(rows: list[dict[str, Any]], path: Path, as_json: bool,
                       str(row["dead_letters"]))
     out.print(table)
     out.print("Live state, queues and runs need a server: 'promptui serve', or --url.")
-
-
-def stored_dead_letters(path: Path, process: str) -> list[DeadLetterView]:
-    """The dead letters the journal keeps for ``process``, as the control plane shows them."""
-    from runtime_core.control import DeadLetterView, preview
-    from runtime_core.journal.inspect import read_dead_letters
-
-    return [DeadLetterView(
-        str(d.event.get("event_id", "")), str(d.event.get("trigger_type", "")), d.reason,
-        d.error, d.attempts, datetime.fromtimestamp(d.dead_lettered_at, UTC).isoformat(),
-        preview(d.event.get("payload", {}))) for d in read_dead_letters(path, process)]

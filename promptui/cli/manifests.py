@@ -117,7 +117,7 @@ def _probe(servers: Any, base_dir: Path) -> int:
     """Connect the servers, print their tools with effects; the number that failed."""
     import asyncio
 
-    from runtime_core.agent.mcp_tools import probe_servers
+    from runtime_core.control.offline import probe_servers
 
     failed = 0
     for row in asyncio.run(probe_servers(servers, base_dir=base_dir)):

@@ -76,12 +76,13 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 def check_process(path: Path, process: str) -> None:
     """Exit 2 unless the journal at ``path`` has entries for ``process``."""
-    from runtime_core.journal.inspect import process_names
+    from runtime_core.control.offline import JournalError
+    from runtime_core.control.offline import check_process as check
 
-    names = process_names(path)
-    if process not in names:
-        known = ", ".join(names) or "none yet"
-        raise fail(f"{path} has no entries for process {process!r} (processes: {known})")
+    try:
+        check(path, process)
+    except JournalError as exc:
+        raise fail(str(exc)) from None
 
 
 # -- which server --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from promptui.cli.journal_status import journal_rows, print_journal_status, stored_dead_letters
+from promptui.cli.journal_status import journal_rows, print_journal_status
 from promptui.cli.options import (
     JOURNAL_OPTION,
     NAME_ARGUMENT,
@@ -47,7 +47,7 @@ def status(
     journal: Path = JOURNAL_OPTION,
 ) -> None:
     """The processes of the served runtime; without a server, what the journal knows."""
-    from runtime_core.journal.provider import JournalError
+    from runtime_core.control.offline import JournalError
 
     target = server_for(url, token, journal)
     if target is None:
@@ -139,7 +139,8 @@ def dead_letters(
     journal: Path = JOURNAL_OPTION,
 ) -> None:
     """List a process's dead letters; redeliver them (--redeliver ID, --all) or --clear them."""
-    from runtime_core.journal.provider import JournalError
+    from runtime_core.control.offline import JournalError
+    from runtime_core.control.offline import dead_letters as stored_dead_letters
 
     if sum((bool(redeliver), every, clear)) > 1:
         raise fail("choose one of --redeliver, --all or --clear")

@@ -3,9 +3,8 @@ journal file, for a process that is not running (in the control room: the timeli
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -26,17 +25,16 @@ from promptui.cli.options import (
 from promptui.format import date_time
 
 if TYPE_CHECKING:
-    from runtime_core.journal.rewind_plan import RewindMode, RewindPlan
-    from runtime_core.journal.sqlite import SQLiteJournal
+    from runtime_core.control import JournalEntryView
+    from runtime_core.control.offline import RewindMode, RewindPlan
 
-T = TypeVar("T")
 # RewindMode's values, for --help without loading the runtime (a bad --mode is checked against
 # RewindMode itself).
 MODES = "both, conversation_only, code_only, summarize, cancel"
 
 
 def _mode(mode: str) -> RewindMode:
-    from runtime_core.journal.rewind_plan import RewindMode
+    from runtime_core.control.offline import RewindMode
 
     try:
         return RewindMode(mode)
@@ -72,15 +70,12 @@ def print_plan(plan: RewindPlan) -> None:
     out.print(f"[yellow]{plan.not_rolled_back}[/yellow]")
 
 
-async def _list(journal: SQLiteJournal, process: str, limit: int) -> None:
-    from runtime_core.journal.provider import ReadFilter
-    from runtime_core.journal.summary import summarize
-
-    entries = await journal.read(ReadFilter(process=process, newest_first=True, limit=limit))
-    for entry in entries:
-        out.print(f"{entry.entry_id:>18}  {date_time(entry.timestamp)}  {entry.entry_type:<17} "
-                  f"{(entry.run_id or '-')[:12]:<12}  {escape(summarize(entry))}",
+def _list(views: list[JournalEntryView], process: str) -> None:
+    for view in views:
+        out.print(f"{view.entry_id:>18}  {date_time(view.timestamp)}  {view.entry_type:<17} "
+                  f"{(view.run_id or '-')[:12]:<12}  {escape(view.summary)}",
                   no_wrap=True, overflow="ellipsis")
+    out.print(f"Preview: promptui rewind {process} ENTRY --plan")
 
 
 def rewind(
@@ -100,10 +95,12 @@ def rewind(
 
     On the server given by --url or PROMPTUI_URL (or running here), else in the journal file
     of a process that is not running."""
-    import asyncio
-
-    from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
-    from runtime_core.journal.rewind_plan import RewindMode
+    from runtime_core.control.offline import (
+        RewindMode,
+        UnknownEntry,
+        parse_entry_id,
+        recent_entries,
+    )
 
     target = server_for(url, token, journal_path)
     if target is not None:
@@ -114,8 +111,7 @@ def rewind(
     check_process(journal_path, process)
     chosen = _mode(mode)
     if entry is None:
-        asyncio.run(_with_journal(journal_path, lambda j: _list(j, process, limit)))
-        out.print(f"Preview: promptui rewind {process} ENTRY --plan")
+        _list(recent_entries(journal_path, process, limit), process)
         return
     try:
         parse_entry_id(process, entry)
@@ -142,17 +138,12 @@ def _rewind_on_server(target: ServerTarget, process: str, entry: str | None, mod
                       apply: bool, yes: bool, limit: int) -> None:
     """The same steps through the server: the running process is suspended while it happens
     and continues from the restored state."""
-    from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
-    from runtime_core.journal.rewind_plan import RewindMode
+    from runtime_core.control.offline import RewindMode, UnknownEntry, parse_entry_id
 
     chosen = _mode(mode)
     if entry is None:
-        views = on_server(target, lambda control: control.journal_entries(process, limit=limit))
-        for view in views:
-            out.print(f"{view.entry_id:>18}  {date_time(view.timestamp)}  {view.entry_type:<17} "
-                      f"{(view.run_id or '-')[:12]:<12}  {escape(view.summary)}",
-                      no_wrap=True, overflow="ellipsis")
-        out.print(f"Preview: promptui rewind {process} ENTRY --plan")
+        _list(on_server(target, lambda control: control.journal_entries(process, limit=limit)),
+              process)
         return
     try:
         entry_id = f"{process}:{parse_entry_id(process, entry)}"
@@ -183,19 +174,14 @@ def fork(
     """Record a fork: NEW_NAME starts from PROCESS's state just before ENTRY."""
     import asyncio
 
-    from runtime_core.journal.provider import JournalError
-    from runtime_core.journal.rewind import UnknownEntry, fork_offline
+    from runtime_core.control import offline
 
     if not journal_path.exists():
         raise fail(f"no journal at {journal_path}; pass --journal PATH")
     check_process(journal_path, process)
-
-    async def go(journal: SQLiteJournal) -> str:
-        return await fork_offline(journal, process, entry, new_name)
-
     try:
-        first = asyncio.run(_with_journal(journal_path, go))
-    except (UnknownEntry, ValueError, JournalError) as exc:
+        first = asyncio.run(offline.fork(journal_path, process, entry, new_name))
+    except (offline.UnknownEntry, ValueError, offline.JournalError) as exc:
         raise fail(str(exc)) from None
     out.print(f"Forked {process} at {entry} as {new_name} ({first}). Give {new_name} a "
               f"manifest (a copy of {process}'s with name: {new_name}) and start it: it "
@@ -206,27 +192,11 @@ def _run(path: Path, process: str, entry: str, mode: RewindMode, *, dry: bool) -
     """The plan (``dry``) or the applied rewind's plan; errors become a clear exit."""
     import asyncio
 
-    from runtime_core.journal.provider import JournalError
-    from runtime_core.journal.rewind import UnknownEntry, apply_offline, plan_offline
+    from runtime_core.control import offline
 
-    async def go(journal: SQLiteJournal) -> RewindPlan:
+    try:
         if dry:
-            return await plan_offline(journal, process, entry, mode)
-        plan, _ = await apply_offline(journal, process, entry, mode, actor="cli")
-        return plan
-
-    try:
-        return asyncio.run(_with_journal(path, go))
-    except (UnknownEntry, ValueError, JournalError) as exc:
+            return asyncio.run(offline.rewind_plan(path, process, entry, mode))
+        return asyncio.run(offline.rewind(path, process, entry, mode, actor="cli"))
+    except (offline.UnknownEntry, ValueError, offline.JournalError) as exc:
         raise fail(str(exc)) from None
-
-
-async def _with_journal(path: Path, action: Callable[[SQLiteJournal], Awaitable[T]]) -> T:
-    from runtime_core.journal.sqlite import SQLiteJournal
-
-    journal = SQLiteJournal(path)
-    await journal.open()
-    try:
-        return await action(journal)
-    finally:
-        await journal.close()

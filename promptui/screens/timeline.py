@@ -19,8 +19,7 @@ from promptui.screens.dialogs import AskDialog
 from promptui.screens.rewind_dialog import RewindPreview
 from promptui.store import FeedLine, UIStore
 from promptui.widgets.timeline_table import PREFETCH, TimelineTable, entry_detail
-from runtime_core.control import ControlError, JournalEntryView
-from runtime_core.journal.rewind_plan import RewindResult
+from runtime_core.control import ControlError, JournalEntryView, RewindResult
 
 PAGE = 200
 REFRESH_SECONDS = 1.0  # the newest page is re-read at most this often

@@ -1,3 +1,4 @@
+from . import offline as offline
 from .local import LocalControl as LocalControl
 from .local_views import redact_any as redact_any
 from .local_views import shown_config as shown_config

@@ -4,8 +4,6 @@ the run executor over all of it."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -19,20 +17,13 @@ from runtime_core.config import ProcessConfig
 from runtime_core.journal.entry import EntryType
 from runtime_core.process.core import ProcessCore
 from runtime_core.runs.executor import RunExecutor
-from runtime_core.runs.identity import ProfileStamp
+from runtime_core.runs.identity import ProfileStamp, config_digest
 from runtime_core.runs.services import RunServices
 
 log = logging.getLogger(__name__)
 
 #: Tools a process adds to the agent's own at each start (open mode's meta-tools).
 ExtraTools = Callable[[], Iterable[AgentTool]]
-
-
-def config_digest(config: ProcessConfig) -> str:
-    """A stable digest of the effective configuration (key order never matters)."""
-    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, default=str,
-                           separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def profile_stamp(name: str, config: ProcessConfig, tools: Mapping[str, AgentTool]

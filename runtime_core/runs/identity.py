@@ -11,16 +11,14 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from runtime_core.agent.tools import AgentTool
-    from runtime_core.config import ProcessConfig
+from pydantic import BaseModel
 
 GOAL_LIMIT = 2000
 
 
-def config_digest(config: ProcessConfig) -> str:
+def config_digest(config: BaseModel) -> str:
     """A stable digest of the effective configuration (key order never matters)."""
     canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, default=str,
                            separators=(",", ":"))
@@ -64,25 +62,3 @@ class ProfileStamp:
     def for_goal(self, goal: str) -> RunIdentity:
         return RunIdentity(self.profile, self.version, goal[:GOAL_LIMIT], self.policy,
                            self.config_digest, self.budget, self.evaluator)
-
-
-def profile_stamp(name: str, config: ProcessConfig, tools: Mapping[str, AgentTool]
-                  ) -> ProfileStamp:
-    digest = config_digest(config)
-    profile = config.profile
-    allowed = config.allowed_tools
-    offered = {tool_name: tool.effect for tool_name, tool in sorted(tools.items())
-               if allowed is None or tool_name in allowed}
-    budget: dict[str, Any] = {k: v for k, v in config.run_budget.model_dump(mode="json").items()
-                              if v is not None}
-    if config.budget.enabled:
-        budget.update({k: v for k, v in config.budget.model_dump(mode="json").items()
-                       if k.endswith("_per_run") and v is not None})
-    return ProfileStamp(
-        profile=(profile.name if profile and profile.name else name),
-        version=(profile.version if profile and profile.version else digest[:12]),
-        policy={"allowed_tools": allowed, "tools": offered},
-        config_digest=digest,
-        budget=budget,
-        evaluator=profile.completion.evaluator if profile else "final_reply",
-    )

@@ -1,0 +1,108 @@
+"""The control plane's offline road: what the command line does with a journal file when no
+runtime serves it. Reads open the file read-only (looking never changes it); a rewind or a fork
+appends the same entries and checkpoint a live process would, so the process's next start
+recovers that state. The CLI reaches the journal only through here."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from runtime_core.control.views import DeadLetterView, JournalEntryView, preview
+from runtime_core.incidents import Incident, fold_entries, value_text
+from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.inspect import VerifyReport, process_names, read_dead_letters
+from runtime_core.journal.inspect import read_entries as read_entries
+from runtime_core.journal.inspect import verify as verify
+from runtime_core.journal.offline_rewind import apply_offline, fork_offline, plan_offline
+from runtime_core.journal.provider import JournalError
+from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
+from runtime_core.journal.rewind_plan import RewindMode, RewindPlan
+from runtime_core.journal.sqlite import SQLiteJournal
+from runtime_core.journal.summary import summarize
+
+__all__ = ["Incident", "JournalEntry", "JournalError", "RewindMode", "RewindPlan",
+           "UnknownEntry", "VerifyReport", "check_process", "dead_letters", "fork", "incidents",
+           "parse_entry_id", "probe_servers", "process_names", "read_entries", "recent_entries",
+           "rewind", "rewind_plan", "value_text", "verify"]
+
+T = TypeVar("T")
+
+
+def check_process(path: Path, process: str) -> None:
+    """JournalError unless the journal at ``path`` has entries for ``process``."""
+    names = process_names(path)
+    if process not in names:
+        known = ", ".join(names) or "none yet"
+        raise JournalError(f"{path} has no entries for process {process!r} (processes: "
+                           f"{known})")
+
+
+def recent_entries(path: Path, process: str, limit: int) -> list[JournalEntryView]:
+    """The newest ``limit`` entries as timeline lines, newest first."""
+    return [JournalEntryView(e.entry_id, e.seq, e.entry_type, e.run_id or "", e.timestamp,
+                             summarize(e))
+            for e in read_entries(path, process, limit=limit, newest_first=True)]
+
+
+def dead_letters(path: Path, process: str) -> list[DeadLetterView]:
+    """The dead letters the journal keeps for ``process``, as the control plane shows them."""
+    return [DeadLetterView(
+        str(d.event.get("event_id", "")), str(d.event.get("trigger_type", "")), d.reason,
+        d.error, d.attempts, datetime.fromtimestamp(d.dead_lettered_at, UTC).isoformat(),
+        preview(d.event.get("payload", {}))) for d in read_dead_letters(path, process)]
+
+
+def incidents(path: Path, process: str | None = None) -> list[tuple[str, Incident]]:
+    """(process, incident) pairs folded from the ``incident`` entries: open ones first, then
+    the latest seen."""
+    names = [process] if process is not None else process_names(path)
+    found: list[tuple[str, Incident]] = []
+    for name in names:
+        # A journal keeps at most history_size payloads per incident in its entries anyway.
+        entries = read_entries(path, name, entry_type=EntryType.INCIDENT)
+        found += [(name, incident) for incident in fold_entries(e.data for e in entries)]
+    return sorted(found, key=lambda pair: (not pair[1].is_open, -pair[1].last_seen))
+
+
+async def rewind_plan(path: Path, process: str, entry_id: str | int,
+                      mode: RewindMode | str) -> RewindPlan:
+    """What rewinding a process that is not running would change; changes nothing."""
+    return await _with_journal(path, lambda j: plan_offline(j, process, entry_id, mode))
+
+
+async def rewind(path: Path, process: str, entry_id: str | int, mode: RewindMode | str, *,
+                 actor: str = "cli") -> RewindPlan:
+    """Rewind a process that is not running; the plan that was applied."""
+    async def go(journal: SQLiteJournal) -> RewindPlan:
+        plan, _ = await apply_offline(journal, process, entry_id, mode, actor=actor)
+        return plan
+
+    return await _with_journal(path, go)
+
+
+async def fork(path: Path, process: str, entry_id: str | int, new_name: str) -> str:
+    """Record a fork; the id of the new process's first entry."""
+    return await _with_journal(path, lambda j: fork_offline(j, process, entry_id, new_name))
+
+
+async def probe_servers(servers: Any, base_dir: Path) -> list[dict[str, Any]]:
+    """Connect a manifest's MCP servers once and list their tools with effects, one row per
+    server (``error`` set for one that failed); nothing is started."""
+    from runtime_core.agent.mcp_tools import probe_servers as probe
+
+    return await probe(servers, base_dir=base_dir)
+
+
+async def _with_journal(path: Path, action: Callable[[SQLiteJournal], Awaitable[T]]) -> T:
+    if not await asyncio.to_thread(path.exists):  # a journal opened here would be created
+        raise JournalError(f"no journal at {path}; pass --journal PATH")
+    journal = SQLiteJournal(path)
+    await journal.open()
+    try:
+        return await action(journal)
+    finally:
+        await journal.close()
