@@ -13,5 +13,5 @@ from .rewind import RewindEngine as RewindEngine
 from .rewind_plan import RewindMode as RewindMode
 from .rewind_plan import RewindPlan as RewindPlan
 from .rewind_plan import RewindResult as RewindResult
-from .sqlite import DamagedJournal as DamagedJournal
 from .sqlite import SQLiteJournal as SQLiteJournal
+from .sqlite_schema import DamagedJournal as DamagedJournal

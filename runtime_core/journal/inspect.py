@@ -12,10 +12,8 @@ from pathlib import Path
 
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import JournalError, StoredDeadLetter
-from runtime_core.journal.sqlite import SQLITE_HEADER, checksum
-
-_COLUMNS = ("SELECT e.process, i.process_id, e.seq, e.ts, e.entry_type, e.run_id, e.data, e.crc "
-            "FROM entries e JOIN incarnations i ON i.pid = e.pid")
+from runtime_core.journal.sqlite_queries import SELECT_ENTRIES
+from runtime_core.journal.sqlite_schema import SQLITE_HEADER, checksum
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
@@ -47,7 +45,7 @@ def read_entries(
 ) -> list[JournalEntry]:
     conn = connect_readonly(path)
     try:
-        sql = _COLUMNS + " WHERE e.process = ? AND e.seq > ?"
+        sql = SELECT_ENTRIES + " WHERE e.process = ? AND e.seq > ?"
         params: list[object] = [process, since_seq]
         if entry_type is not None:
             sql += " AND e.entry_type = ?"

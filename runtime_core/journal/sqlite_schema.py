@@ -1,0 +1,129 @@
+"""The SQLite journal's file: its tables and migrations, entry checksums, and telling a usable
+file from a damaged one (which is moved aside, never deleted).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runtime_core.journal.provider import JournalError
+
+if TYPE_CHECKING:  # only a type here: reading a journal file read-only needs no aiosqlite
+    import aiosqlite
+
+SCHEMA_VERSION = 1
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE entries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            process TEXT NOT NULL,
+            pid INTEGER NOT NULL REFERENCES incarnations (pid),
+            seq INTEGER NOT NULL,
+            ts REAL NOT NULL,
+            entry_type TEXT NOT NULL,
+            run_id TEXT,
+            data TEXT NOT NULL,
+            crc INTEGER NOT NULL,
+            UNIQUE (process, seq)
+        )""",
+        "CREATE INDEX entries_by_type ON entries (process, entry_type, seq)",
+        "CREATE INDEX entries_by_run ON entries (run_id) WHERE run_id IS NOT NULL",
+        "CREATE TABLE incarnations (pid INTEGER PRIMARY KEY, process_id TEXT NOT NULL UNIQUE)",
+        "CREATE TABLE heads (process TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)",
+        """CREATE TABLE pending (
+            process TEXT NOT NULL, event_id TEXT NOT NULL, ord INTEGER NOT NULL,
+            event TEXT NOT NULL, PRIMARY KEY (process, event_id))""",
+        "CREATE INDEX pending_order ON pending (process, ord)",
+        """CREATE TABLE dead_letters (
+            process TEXT NOT NULL, event_id TEXT NOT NULL, ord INTEGER NOT NULL,
+            event TEXT NOT NULL, reason TEXT NOT NULL, error TEXT NOT NULL,
+            attempts INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (process, event_id))""",
+        "CREATE INDEX dead_order ON dead_letters (process, ord)",
+        """CREATE TABLE open_runs (
+            process TEXT NOT NULL, run_id TEXT NOT NULL, event_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL, state TEXT NOT NULL, started_seq INTEGER NOT NULL,
+            PRIMARY KEY (process, run_id))""",
+    ],
+}
+
+
+
+async def migrate(conn: aiosqlite.Connection) -> None:
+    """Bring the schema up to SCHEMA_VERSION, one transaction per migration."""
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    )
+    async with conn.execute("SELECT value FROM meta WHERE key='schema_version'") as cursor:
+        row = await cursor.fetchone()
+    version = int(row[0]) if row else 0
+    for target in sorted(v for v in MIGRATIONS if v > version):
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[target]:
+                await conn.execute(statement)
+            await conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(target),),
+            )
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+
+
+def checksum(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8"))
+
+
+class DamagedJournal(JournalError):
+    def __init__(self, path: Path, reason: str, moved_to: Path | None = None) -> None:
+        self.path = path
+        self.reason = reason
+        self.moved_to = moved_to
+        where = f"; moved aside to {moved_to}" if moved_to else ""
+        super().__init__(f"journal {path} cannot be read: {reason}{where}")
+
+
+def check_readable(path: Path) -> str | None:
+    """Return why an existing journal file cannot be used, or None when it looks sound."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    with path.open("rb") as fh:
+        if fh.read(16) != SQLITE_HEADER:
+            return "not an SQLite database (bad file header)"
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return f"database error: {exc}"
+    if row is None:
+        return "no schema version recorded"
+    if int(row[0]) > SCHEMA_VERSION:
+        return f"written by a newer promptui (schema {row[0]}, this one knows {SCHEMA_VERSION})"
+    return None
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged journal (and its -wal/-shm files) out of the way; never delete it."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    path.rename(target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(target.with_name(target.name + suffix))
+    return target
