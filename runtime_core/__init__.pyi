@@ -19,6 +19,7 @@ from .config import ProcessConfig as ProcessConfig
 from .context import AgentContext as AgentContext
 from .context import ContextConfig as ContextConfig
 from .context import ConversationBuffer as ConversationBuffer
+from .control.remote import OrchestrationClient as OrchestrationClient
 from .delivery.config import TriggerDeliveryConfig as TriggerDeliveryConfig
 from .delivery.dead_letters import DeadLetterReason as DeadLetterReason
 from .events import EventNotifier as EventNotifier

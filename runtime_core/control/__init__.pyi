@@ -6,6 +6,7 @@ from .plane import ControlError as ControlError
 from .plane import ControlPlane as ControlPlane
 from .plane import EventStream as EventStream
 from .plane import ReadOnlyError as ReadOnlyError
+from .remote import OrchestrationClient as OrchestrationClient
 from .remote import RemoteControl as RemoteControl
 from .views import ContextChange as ContextChange
 from .views import DeadLetterView as DeadLetterView

@@ -360,9 +360,12 @@ class RemoteControl:
         data = await self._call("DELETE", _path("processes", name, "health", "anomalies"))
         return int(data["anomalies_cleared"])
 
-    async def update_health(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    async def update_health(self, name: str, patch: dict[str, Any] | None = None,
+                            **fields: Any) -> dict[str, Any]:
+        """``fields`` join ``patch`` (the spec's client: update_health(name, error_window=20))."""
         self._mutating("change health config")
-        data = await self._call("PATCH", _path("processes", name, "health"), json_body=patch)
+        data = await self._call("PATCH", _path("processes", name, "health"),
+                                json_body={**(patch or {}), **fields})
         health: dict[str, Any] = data["health"]
         return health
 
@@ -372,6 +375,14 @@ class RemoteControl:
         processes itself; attaching never starts or stops them."""
         await self.runtime_info()
         self._ensure_events()
+
+    async def __aenter__(self) -> RemoteControl:
+        """Checks the server and the token at once (ControlError when either is wrong)."""
+        await self.runtime_info()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
     async def close(self) -> None:
         """Detach. The server's runtime keeps running."""
@@ -386,3 +397,8 @@ class RemoteControl:
 if TYPE_CHECKING:  # the one protocol the room and the CLI use
     def _is_a_control_plane(remote: RemoteControl) -> ControlPlane:
         return remote
+
+
+#: The spec's name for the client of a served runtime: ``async with OrchestrationClient(url,
+#: token=...) as client: await client.update_health(name, error_window=20)``.
+OrchestrationClient = RemoteControl

@@ -35,8 +35,9 @@ class HookBlocked(Exception):
 @dataclass(slots=True)
 class HookContext:
     event: HookEvent
-    process: str
+    process: str  # the process's name
     data: dict[str, Any] = field(default_factory=dict)
+    process_id: str = ""  # the process's id (AgentProcess.process_id)
 
 
 @dataclass(slots=True)
@@ -97,8 +98,8 @@ class HookManager:
         return len(self._hooks)
 
     async def dispatch(self, event: HookEvent, *, process: str, data: dict[str, Any],
-                       then: HookManager | None = None) -> DispatchResult:
-        ctx = HookContext(event, process, dict(data))
+                       then: HookManager | None = None, process_id: str = "") -> DispatchResult:
+        ctx = HookContext(event, process, dict(data), process_id)
         result = DispatchResult()
         for manager in (self, then):
             if manager is None:

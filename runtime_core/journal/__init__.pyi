@@ -1,6 +1,7 @@
 from .config import JournalConfig as JournalConfig
 from .entry import EntryType as EntryType
 from .entry import JournalEntry as JournalEntry
+from .file import FileJournal as FileJournal
 from .memory import InMemoryJournal as InMemoryJournal
 from .memory import MemoryJournal as MemoryJournal
 from .provider import JournalError as JournalError

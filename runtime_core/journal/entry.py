@@ -40,15 +40,23 @@ class EntryType:
 
 @dataclass(slots=True)
 class JournalEntry:
-    """One durable record. ``seq`` is assigned by the journal: 1, 2, 3... per process name."""
+    """One durable record. ``seq`` is assigned by the journal: 1, 2, 3... per process name.
 
-    process: str
-    entry_type: str
+    ``process`` is the process's name, the key entries are filed under. Given only
+    ``process_id`` (the spec's form, ``JournalEntry(process_id="invoice-watcher", ...)``), that
+    value names the process too."""
+
+    process: str = ""
+    entry_type: str = ""
     data: dict[str, Any] = field(default_factory=dict)
     process_id: str = ""
     run_id: str | None = None
     timestamp: float = field(default_factory=time.time)
     seq: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.process and self.process_id:
+            self.process = self.process_id
 
     @property
     def entry_id(self) -> str:

@@ -54,8 +54,10 @@ class ProcessHost(Protocol):
 class Hooks:
     """The process's own hooks, then the runtime's shared ones."""
 
-    def __init__(self, process: str, own: HookManager, shared: HookManager | None) -> None:
+    def __init__(self, process: str, own: HookManager, shared: HookManager | None,
+                 process_id: str = "") -> None:
         self.process = process
+        self.process_id = process_id
         self.own = own
         self.shared = shared
 
@@ -66,7 +68,7 @@ class Hooks:
         if not self.any(event):
             return DispatchResult(data=data)
         return await self.own.dispatch(event, process=self.process, data=data,
-                                       then=self.shared)
+                                       then=self.shared, process_id=self.process_id)
 
     async def for_tools(self, name: str, data: dict[str, Any]
                         ) -> tuple[bool, str, dict[str, Any]]:

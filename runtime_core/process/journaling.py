@@ -149,6 +149,11 @@ class ProcessJournal:
             return
         self.checkpoint_soon()
         if durable:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Return once everything submitted so far is on disk."""
+        if self.core.recorder is not None:
             await self.core.recorder.journal.flush()
 
     # -- listeners ---------------------------------------------------------------------------------

@@ -75,7 +75,8 @@ class AgentProcess:
             name, self.process_id, self.config, clock=clock or SystemClock(),
             notifier=event_notifier or EventNotifier(), bus=event_bus or EventBus(),
             broker=broker or MessageBroker(), base_dir=base_dir, journal=journal, host=runtime,
-            hooks=Hooks(name, self.hooks, hooks if isinstance(hooks, HookManager) else None))
+            hooks=Hooks(name, self.hooks, hooks if isinstance(hooks, HookManager) else None,
+                        self.process_id))
         cfg, clock = self.config, core.clock
         self._journal = ProcessJournal(core)
         core.lifecycle.add_listener(self._journal.on_transition)

@@ -84,8 +84,11 @@ class Supervisor:
                 if core.state is not S.STOPPING:  # STOPPING here: a restart cut short by stop()
                     core.lifecycle.transition(S.STOPPING, reason="stop()")
                 await self._teardown(DeadLetterReason.PROCESS_STOPPED, keep_queue=False)
+                # The spec's order: the checkpoint, then the STOPPED transition after it (a
+                # recovery replays that one entry), both durable before stop() returns.
+                self.journal.checkpoint_soon()
                 core.lifecycle.transition(S.STOPPED, reason="stopped")
-                await self.journal.checkpoint(durable=True)
+                await self.journal.flush()
             finally:
                 self._stopping = False
             core.started_at = None

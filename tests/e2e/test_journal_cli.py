@@ -41,7 +41,11 @@ async def test_logs_shows_recent_entries_and_filters(tmp_path: Path) -> None:
     assert len(lines) == 4
     seqs = [int(line.split()[0]) for line in lines]
     assert seqs == sorted(seqs)
-    assert "checkpoint" in lines[-1]  # a clean stop ends with a checkpoint
+    # A clean stop ends with its checkpoint, then the STOPPED transition (the spec's order)
+    last_two = cli("logs", "demo", "-n", "2", "--json", "-j", str(db))
+    tail = [json.loads(line) for line in last_two.stdout.splitlines()]
+    assert [row["entry_type"] for row in tail] == ["checkpoint", "state_transition"]
+    assert tail[1]["data"]["to_state"] == "stopped"
     finished = cli("logs", "demo", "--type", "run_finished", "--json", "-j", str(db))
     rows = [json.loads(line) for line in finished.stdout.splitlines()]
     assert len(rows) == 3 and {r["entry_type"] for r in rows} == {"run_finished"}

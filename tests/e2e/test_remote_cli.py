@@ -315,7 +315,8 @@ def test_without_a_server_reads_the_journal_and_refuses_commands(here: Path) -> 
     assert data["source"] == "journal" and data["runtime"] is None
     (row,) = data["processes"]
     assert row["name"] == "books" and row["last_state"] == "stopped"
-    assert row["dead_letters"] == 1 and row["last_entry_type"] == "checkpoint"
+    assert row["dead_letters"] == 1 and row["last_entry_type"] == "state_transition"
+    # (a clean stop journals its checkpoint, then the STOPPED transition: the spec's order)
     (letter,) = json.loads(ok(cli("dead-letters", "books", "--json")).stdout)
     assert letter["reason"] == "retries exhausted" and "the ledger is offline" in letter["error"]
     assert letter["payload_preview"] == '{"script": "fail"}'
