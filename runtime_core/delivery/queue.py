@@ -1,6 +1,10 @@
 """The per-process queue: workers that take events in arrival order, retries with backoff, dead
 letters and redelivery.
 
+Room in the queue is reserved before an event is journaled and acknowledged (``try_reserve`` /
+``reserve``, then ``commit``), so an event a sender was told "accepted" always has its place: the
+queue's capacity counts reserved slots, and a full queue refuses before anything is promised.
+
 The queue never decides what a run means; the process hands it a handler that runs one event and
 reports back through :meth:`Delivery.schedule_retry` and :meth:`Delivery.dead_letter`.
 """
@@ -42,7 +46,12 @@ class Delivery:
         self.process = process
         self.notifier = notifier
         self.clock = clock
-        self._queue: asyncio.Queue[TriggerEvent] = asyncio.Queue(maxsize=maxsize)
+        self.capacity = maxsize
+        # Unbounded: the capacity is enforced here, counting reservations, so an event that was
+        # promised a place (or recovered from the journal) is never turned away by the queue.
+        self._queue: asyncio.Queue[TriggerEvent] = asyncio.Queue()
+        self._reserved = 0
+        self._room = asyncio.Event()  # set when a slot may have come free
         self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_size)
         self._attempts: dict[str, int] = {}
         self._retries: dict[str, tuple[TriggerEvent, asyncio.Task[None]]] = {}
@@ -69,11 +78,8 @@ class Delivery:
         """Put back what a journal recovered, without journaling it again."""
         for letter in dead:
             self._dead.append(letter)
-        for event in queued:
-            try:
-                self._queue.put_nowait(event)
-            except asyncio.QueueFull:
-                self.dead_letter(event, DeadLetterReason.QUEUE_FULL, "", 0)
+        for event in queued:  # accepted before the restart: each keeps its place, room or not
+            self._queue.put_nowait(event)
         self._depth_changed()
 
     # -- introspection -------------------------------------------------------------------------
@@ -84,7 +90,8 @@ class Delivery:
 
     @property
     def is_full(self) -> bool:
-        return self._queue.full()
+        """No room for another event: queued plus reserved slots reach the capacity."""
+        return self._queue.qsize() + self._reserved >= self.capacity
 
     @property
     def pending_retries(self) -> int:
@@ -118,16 +125,41 @@ class Delivery:
                 )
             )
 
-    # -- intake --------------------------------------------------------------------------------
+    # -- intake: reserve a slot, journal the event, then commit it ------------------------------
+    def try_reserve(self) -> bool:
+        """Hold one slot for an event about to be accepted; False when the queue is full."""
+        if self.is_full:
+            return False
+        self._reserved += 1
+        return True
+
+    async def reserve(self) -> None:
+        """Wait for a slot and hold it: a pulling trigger slows down rather than drop events."""
+        while not self.try_reserve():
+            self._room.clear()
+            await self._room.wait()
+
+    def release(self) -> None:
+        """Give back a reserved slot whose event was not accepted after all."""
+        self._reserved -= 1
+        self._freed()
+
+    def commit(self, event: TriggerEvent) -> None:
+        """Queue ``event`` into the slot reserved for it (it always fits)."""
+        self._reserved -= 1
+        self._queue.put_nowait(event)
+        self._depth_changed()
+
+    def _freed(self) -> None:
+        self._room.set()
+
     def offer(self, event: TriggerEvent) -> bool:
-        """Queue ``event``; a full queue dead-letters it ("queue full") and returns False."""
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
+        """Queue ``event`` now; a full queue dead-letters it ("queue full") and returns False."""
+        if not self.try_reserve():
             self.dead_letter(event, DeadLetterReason.QUEUE_FULL, "", self._attempts.get(
                 event.event_id, 0))
             return False
-        self._depth_changed()
+        self.commit(event)
         return True
 
     # -- the gate: workers take events only while it is open (process RUNNING) -----------------
@@ -151,6 +183,7 @@ class Delivery:
         while True:
             await gate.wait()
             event = await queue.get()
+            self._freed()
             self._held[index] = event
             try:
                 if not gate.is_set():  # suspended after we took it: hold it, keep its place
@@ -183,10 +216,6 @@ class Delivery:
         """Wait until no run is in flight (used with the gate closed, for a graceful recycle)."""
         await self._no_runs.wait()
 
-    async def put(self, event: TriggerEvent) -> None:
-        """Queue ``event``, waiting for space: triggers slow down rather than drop events."""
-        await self._queue.put(event)
-        self._depth_changed()
 
     def current_task_is_worker(self) -> bool:
         current = asyncio.current_task()
@@ -242,13 +271,7 @@ class Delivery:
             if refusal is not None:
                 self.dead_letter(event, refusal, "", self._attempts.get(event.event_id, 0))
                 return
-            try:
-                self._queue.put_nowait(event)
-            except asyncio.QueueFull:
-                self.dead_letter(event, DeadLetterReason.QUEUE_FULL, "",
-                                 self._attempts.get(event.event_id, 0))
-                return
-            self._depth_changed()
+            self.offer(event)  # a full queue dead-letters it (journaled, redeliverable)
 
         task = asyncio.create_task(requeue(), name=f"{self.process}-retry-{event.event_id[:8]}")
         self._retries[event.event_id] = (event, task)
@@ -274,6 +297,7 @@ class Delivery:
                 break
             self.dead_letter(event, reason, "", self._attempts.get(event.event_id, 0))
             count += 1
+        self._freed()
         return count
 
     def drain_queue(self) -> list[TriggerEvent]:
@@ -282,6 +306,7 @@ class Delivery:
             try:
                 events.append(self._queue.get_nowait())
             except asyncio.QueueEmpty:
+                self._freed()
                 return events
 
     # -- dead letters ----------------------------------------------------------------------------
@@ -294,11 +319,10 @@ class Delivery:
             if wanted is not None and letter.event.event_id not in wanted:
                 kept.append(letter)
                 continue
-            try:
-                self._queue.put_nowait(letter.event)
-            except asyncio.QueueFull:
+            if not self.try_reserve():
                 kept.append(letter)
                 continue
+            self.commit(letter.event)
             self._attempts.pop(letter.event.event_id, None)
             moved.append(letter.event.event_id)
         requeued = len(moved)

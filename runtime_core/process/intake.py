@@ -32,7 +32,9 @@ class Intake:
             await self._resume(why)
 
     async def inject(self, event: TriggerEvent) -> bool:
-        """Queue ``event`` as if a trigger had fired. Returns False if it was dead-lettered."""
+        """Queue ``event`` as if a trigger had fired. Returns False if it was dead-lettered:
+        refused while the process cannot take it, or "queue full" when there is no room (then
+        nothing was journaled as accepted)."""
         if not isinstance(event, TriggerEvent):
             raise TypeError(f"inject() takes a TriggerEvent, not {type(event).__name__}")
         core = self.core
@@ -40,47 +42,63 @@ class Intake:
         if refusal is not None:
             core.delivery.dead_letter(event, refusal, "", 0)
             return False
-        if not await self.journal_accepted(event):  # durable before it is acknowledged
+        if not core.delivery.try_reserve():
+            core.delivery.dead_letter(event, DeadLetterReason.QUEUE_FULL, "", 0)
+            return False
+        if not await self._journal_reserved(event):
             return True  # an occurrence of an open incident: recorded, no run
         if core.recorder is not None:
             crashpoints.reached("event_acknowledged")
-        await self._wake("event arrived")
-        if not core.delivery.offer(event):
-            return False
-        await self.announce_queued(event)
+        await self._queue_reserved(event)
         return True
 
     async def accept_pulled(self, event: TriggerEvent) -> None:
+        """A pulling trigger's event: it waits for room, so nothing it produced is dropped."""
         core = self.core
         refusal = core.refusal()
         if refusal is not None:
             core.delivery.dead_letter(event, refusal, "", 0)
             return
-        if not await self.journal_accepted(event):
+        await core.delivery.reserve()
+        if not await self._journal_reserved(event):
             return  # an occurrence of an open incident: recorded, no run
-        await self._wake("event arrived")
-        await core.delivery.put(event)
-        await self.announce_queued(event)
+        await self._queue_reserved(event)
 
     async def accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
         """A push trigger (webhook) hands over an event and must answer its sender: only
-        ACCEPTED makes the event ours, and only once it is durable."""
+        ACCEPTED makes the event ours, and only once its queue slot is held and it is durable.
+        With no room the sender is told QUEUE_FULL (503) before anything is promised."""
         core = self.core
         refusal = core.refusal()
         if refusal is not None:
             return AcceptResult.UNAVAILABLE, refusal
-        if core.delivery.is_full:
+        if not core.delivery.try_reserve():
             return AcceptResult.QUEUE_FULL, DeadLetterReason.QUEUE_FULL
         try:
-            if not await self.journal_accepted(event):
+            if not await self._journal_reserved(event):
                 return AcceptResult.ACCEPTED, "recorded as an incident occurrence"
         except JournalError as exc:
             log.critical("process %s: cannot journal an event: %s", core.name, exc)
             return AcceptResult.UNAVAILABLE, "journal unavailable"
-        await self._wake("event arrived")
-        if core.delivery.offer(event):  # if the queue filled meanwhile it is dead-lettered
-            await self.announce_queued(event)
+        await self._queue_reserved(event)
         return AcceptResult.ACCEPTED, "accepted"
+
+    async def _journal_reserved(self, event: TriggerEvent) -> bool:
+        """journal_accepted() for an event holding a reserved slot: the slot is given back
+        when the event starts no run or cannot be journaled."""
+        try:
+            queued = await self.journal_accepted(event)
+        except BaseException:
+            self.core.delivery.release()
+            raise
+        if not queued:
+            self.core.delivery.release()
+        return queued
+
+    async def _queue_reserved(self, event: TriggerEvent) -> None:
+        self.core.delivery.commit(event)
+        await self._wake("event arrived")
+        await self.announce_queued(event)
 
     async def queue_accepted(self, event: TriggerEvent, why: str) -> None:
         """Queue an event that is already durable (a reopened incident's, a redelivery):
