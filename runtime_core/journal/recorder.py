@@ -1,8 +1,8 @@
 """What one process writes to its journal, at its journal level.
 
 Ordering rules (spec: run lifecycle): model usage is submitted before the history it produced; a
-write tool's intent is durable before the tool runs, and its result (with the context updates it
-made) is one entry. Other entries are submitted without waiting: the journal commits them in
+tool's intent is durable before the tool runs, and its result (with the context updates it made)
+is one entry. Other entries are submitted without waiting: the journal commits them in
 order, so a later durable entry (an acknowledgement, an intent) covers them too.
 """
 
@@ -130,12 +130,12 @@ class ProcessRecorder:
 
     async def tool_intent(self, run_id: str, step: int, call: ToolCall, effect: str,
                           info: dict[str, Any] | None = None) -> None:
+        """Durable before any tool runs, read or write (spec: "a tool intent is persisted before
+        its adapter executes"). The journal commits in order, so the run's start and the model
+        usage before it are durable with it: a crash inside the adapter resumes this run."""
         data = {"step": step, "tool": call.name, "call_id": call.call_id, "effect": effect,
                 "args": call.args, "idempotency_key": f"{run_id}:{step}", **(info or {})}
-        if effect == "write":
-            await self.append(EntryType.TOOL_INTENT, data, run_id=run_id)
-        else:
-            self.submit(EntryType.TOOL_INTENT, data, run_id=run_id)
+        await self.append(EntryType.TOOL_INTENT, data, run_id=run_id)
 
     async def tool_result(self, run_id: str, step: int, call: ToolCall, effect: str,
                           result: str, ok: bool, updates: dict[str, Any],

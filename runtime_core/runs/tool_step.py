@@ -102,7 +102,7 @@ class ToolStep:
         remaining = time_left(self.s.budget.max_seconds, started)
         recorder = self.s.recorder
         if recorder is not None:
-            try:  # the intent is durable before a write tool runs
+            try:  # the intent is durable before any tool runs
                 await recorder.tool_intent(run.run_id, step, call, tool.effect,
                                            tool.journal_info)
             except JournalError as exc:
