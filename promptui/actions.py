@@ -94,6 +94,10 @@ DETAIL_ACTIONS = (
                what="redeliver"),
     ActionSpec("detail.clear_dead", "x", "clear_dead", "Clear dead", mutating=True,
                what="clear dead letters"),
+    ActionSpec("detail.older_dead", "left_square_bracket", "older_dead", "Older dead letters",
+               show=False),
+    ActionSpec("detail.newer_dead", "right_square_bracket", "newer_dead",
+               "Newer dead letters", show=False),
     ActionSpec("detail.open_run", "enter", "open_run", "Open run"),
     ActionSpec("detail.timeline", "w", "timeline", "Timeline", show=False),
 )

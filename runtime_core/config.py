@@ -85,7 +85,8 @@ class ProcessConfig(StrictModel):
     restart_backoff: Annotated[float, Field(ge=0)] = 1.0
     trigger_delivery: TriggerDeliveryConfig = Field(default_factory=TriggerDeliveryConfig)
     run_budget: RunBudgetConfig = Field(default_factory=RunBudgetConfig)
-    journal: JournalConfig = Field(default_factory=JournalConfig)
+    # No journal section, no journal; a section with only a path journals at checkpoint level.
+    journal: JournalConfig = Field(default_factory=lambda: JournalConfig(level="none"))
     health: HealthConfig = Field(default_factory=HealthConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     secrets: SecretScopeConfig = Field(default_factory=SecretScopeConfig)

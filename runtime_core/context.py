@@ -17,6 +17,9 @@ Message = dict[str, Any]
 
 
 class ContextConfig(StrictModel):
+    """``conversation_history``: each run resends up to ``conversation_max_messages`` earlier
+    messages to the model (0: none); false sends none, not even those a restart restored."""
+
     writable_keys: list[str] = Field(default_factory=list)
     initial_state: dict[str, Any] = Field(default_factory=dict)
     conversation_history: bool = True
@@ -108,17 +111,19 @@ class ConversationBuffer:
     def __init__(self, max_messages: int = 100, *, enabled: bool = True) -> None:
         self.max_messages = max_messages
         self.enabled = enabled
-        self._messages: deque[Message] = deque(maxlen=max_messages or None)
+        # maxlen 0 keeps nothing: "at most 0 messages" means none, not unlimited.
+        self._messages: deque[Message] = deque(maxlen=max_messages)
 
     def commit(self, messages: Iterable[Message]) -> None:
         if self.enabled:
             self._messages.extend(messages)
 
     def messages(self) -> list[Message]:
-        return list(self._messages)
+        return list(self._messages) if self.enabled else []
 
     def set_messages(self, messages: Iterable[Message]) -> None:
-        self._messages = deque(messages, maxlen=self.max_messages or None)
+        """Replace the history (a recovery, a rewind); kept only while history is on."""
+        self._messages = deque(messages if self.enabled else (), maxlen=self.max_messages)
 
     def clear(self) -> None:
         self._messages.clear()

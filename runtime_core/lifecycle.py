@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,3 +127,50 @@ class ProcessLifecycle:
 
     def __repr__(self) -> str:
         return f"ProcessLifecycle(state={self._state.value!r}, transitions={len(self._history)})"
+
+
+# -- where a start failed ------------------------------------------------------------------------
+#: The note a startup error carries to name the config field it comes from.
+FIELD_NOTE = "in the config field "
+
+
+@contextlib.contextmanager
+def config_field(name: str) -> Iterator[None]:
+    """Name the config (manifest) field, e.g. ``tools[0]`` or ``servers.ledger``, that an error
+    raised inside comes from, as a note on the error (shown with its traceback; read back with
+    :func:`field_of`). The innermost name wins, so names are full paths."""
+    try:
+        yield
+    except Exception as exc:
+        name_field(exc, name)
+        raise
+
+
+def name_field(exc: BaseException, name: str) -> None:
+    """Note on ``exc`` the config field it comes from, unless a closer one is noted already."""
+    if field_of(exc) is None:
+        exc.add_note(FIELD_NOTE + name)
+
+
+def field_of(exc: BaseException) -> str | None:
+    """The config field :func:`config_field` named for ``exc``, if any."""
+    for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(FIELD_NOTE):
+            return note[len(FIELD_NOTE):]
+    return None
+
+
+def one_line(exc: BaseException) -> str:
+    """What went wrong, on one line: the message, with the error's type when the message alone
+    may not say it (a bare ``KeyError('x')``, an empty message); the runtime's own errors and
+    ValueError, RuntimeError and OSError speak for themselves."""
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
+        text = f"{text}: {exc.filename}"
+    text = " ".join(text.split())
+    if not text:
+        return type(exc).__name__
+    ours = type(exc).__module__.startswith("runtime_core.")
+    if ours or type(exc) in (ValueError, RuntimeError) or isinstance(exc, OSError):
+        return text
+    return f"{type(exc).__name__}: {text}"

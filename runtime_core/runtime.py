@@ -14,9 +14,10 @@ from runtime_core.clock import Clock, SystemClock
 from runtime_core.config import ProcessConfig
 from runtime_core.events import EventNotifier, JournalDamaged
 from runtime_core.governance.hooks import HookManager
-from runtime_core.journal.factory import make_journal
+from runtime_core.journal.factory import make_journal, preflight, share_journal
 from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.sqlite import DamagedJournal
+from runtime_core.lifecycle import field_of, one_line
 from runtime_core.manifest import Manifest, load_directory, load_manifest
 from runtime_core.process.process import AgentProcess
 
@@ -38,6 +39,9 @@ class AgentRuntime:
         self._processes: dict[str, AgentProcess] = {}
         # One journal per file for every process of this runtime: SQLite has one writer.
         self._journals: dict[tuple[str, str], JournalProvider] = {}
+        self._manifests: dict[str, Path] = {}  # process name -> the .agent file it came from
+        #: Why each process the last start_all() could not start failed (name -> error).
+        self.start_failures: dict[str, Exception] = {}
 
     def _journal_for(self, config: ProcessConfig) -> JournalProvider | None:
         cfg = config.journal
@@ -51,7 +55,16 @@ class AgentRuntime:
         if journal is None:
             journal = make_journal(cfg, self._on_journal_damage)
             self._journals[key] = journal
+        else:
+            share_journal(journal, cfg)
         return journal
+
+    def check_journals(self) -> None:
+        """Raise now the JournalError a start would raise for a journal file (a bad path,
+        held by another runtime, damaged where recovery reads it), before anything starts;
+        nothing is opened or moved. For a command that must fail cleanly up front."""
+        for journal in self._journals.values():
+            preflight(journal)
 
     def _on_journal_damage(self, damage: DamagedJournal) -> None:
         self.notifier.emit(JournalDamaged(process="*", path=str(damage.path),
@@ -121,28 +134,60 @@ class AgentRuntime:
                 sys.path.insert(0, folder)
             added.append(self.add_process(manifest.name, manifest.config,
                                           base_dir=manifest.base_dir))
+            self._manifests[manifest.name] = manifest.path
         return added
+
+    def manifest_path(self, name: str) -> Path | None:
+        """The ``.agent`` file process ``name`` was loaded from (None: added in code)."""
+        return self._manifests.get(name)
+
+    def start_problems(self) -> list[str]:
+        """One line for each process the last start_all() could not start: which process, its
+        manifest file, the field and the cause."""
+        lines = []
+        for name, error in self.start_failures.items():
+            where = [str(path)] if (path := self._manifests.get(name)) is not None else []
+            if (field := field_of(error)) is not None:
+                where.append(field)
+            lines.append(f"process {name!r} did not start: " + ": ".join([*where,
+                                                                         one_line(error)]))
+        return lines
 
     async def remove_process(self, name: str) -> None:
         process = self.get_process(name)
         await process.close()
         del self._processes[name]
+        self._manifests.pop(name, None)
 
     async def start_all(self) -> None:
         """Start every process that is not already up; one that fails to start stays FAILED and
         does not stop the others. Raises the first failure after trying them all."""
-        errors: list[BaseException] = []
+        self.start_failures = {}
         for process in list(self._processes.values()):
             if process.state.value in ("created", "stopped", "failed"):
                 try:
                     await process.start()
                 except Exception as exc:
-                    errors.append(exc)
-        if errors:
-            raise errors[0]
+                    self.start_failures[process.name] = exc
+        if self.start_failures:
+            raise next(iter(self.start_failures.values()))
 
     async def stop_all(self) -> None:
-        await asyncio.gather(*(p.stop() for p in list(self._processes.values())))
+        """Stop every process, then close the journals they share: nothing is left running
+        that would keep the program from exiting. start_all() (or a process's start()) opens
+        them again."""
+        try:  # every stop ends before a journal closes, even when one of them raises
+            results = await asyncio.gather(*(p.stop() for p in list(self._processes.values())),
+                                           return_exceptions=True)
+        finally:
+            await self._close_journals()
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def _close_journals(self) -> None:
+        for journal in self._journals.values():
+            await journal.close()
 
     def list_processes(self) -> list[dict[str, Any]]:
         return [
@@ -163,8 +208,7 @@ class AgentRuntime:
             for process in list(self._processes.values()):
                 await process.close()
         finally:  # a process that failed to stop must not leave a journal (and its thread) open
-            for journal in self._journals.values():
-                await journal.close()
+            await self._close_journals()
 
     async def shutdown(self) -> dict[str, dict[str, int]]:
         """Close for a service restart (SIGTERM): every process as ``AgentProcess.shutdown``,
@@ -181,8 +225,7 @@ class AgentRuntime:
                 counts[process.name] = result
             return counts
         finally:
-            for journal in self._journals.values():
-                await journal.close()
+            await self._close_journals()
 
     async def __aenter__(self) -> AgentRuntime:
         await self.start_all()

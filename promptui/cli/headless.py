@@ -15,9 +15,17 @@ from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.table import Table
 
-from promptui.cli.options import BUNDLED_DEMO, PATHS_ARGUMENT, console, json_option, load_or_exit
+from promptui.cli.options import (
+    BUNDLED_DEMO,
+    PATHS_ARGUMENT,
+    console,
+    err,
+    json_option,
+    load_or_exit,
+)
 
 if TYPE_CHECKING:
     from runtime_core import AgentRuntime
@@ -35,8 +43,11 @@ def run(
     import asyncio
 
     runtime = load_or_exit(paths)
-    final = asyncio.run(run_headless(runtime, seconds=seconds, live=not as_json,
-                                     console=console))
+    try:
+        final = asyncio.run(run_headless(runtime, seconds=seconds, live=not as_json,
+                                         console=console))
+    except StartFailed as failed:
+        raise failed.exit() from None
     if as_json:
         print(json.dumps(final, indent=2, default=str))
     else:
@@ -85,6 +96,35 @@ def last_outcome(process: Any) -> str:
                f"{last.state.value}: {last.error}")
 
 
+class StartFailed(Exception):
+    """Processes did not start; ``lines`` says which, where (manifest file, field) and why."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+    def exit(self) -> typer.Exit:
+        """Print each line as an error; the exit (status 1) to raise."""
+        for line in self.lines:
+            err.print(f"[red]error:[/red] {escape(line)}")
+        return typer.Exit(1)
+
+
+async def start_or_fail(runtime: AgentRuntime) -> None:
+    """Start every process, or, if one cannot start, shut them all down as for a service
+    restart (whatever the others took back from the journal waits for the next start, nothing
+    is dead-lettered) and raise StartFailed. Nothing is left running either way."""
+    try:
+        await runtime.start_all()
+    except Exception as exc:
+        problems = runtime.start_problems() or [str(exc)]
+        await runtime.shutdown()
+        raise StartFailed(problems) from None
+    except BaseException:  # cancelled while starting: still nothing left running
+        await runtime.shutdown()
+        raise
+
+
 def snapshot(runtime: AgentRuntime) -> dict[str, Any]:
     status = runtime.status()
     for name, process in runtime.processes.items():
@@ -109,7 +149,11 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     started = loop.time()
-    await runtime.start_all()
+    try:
+        await start_or_fail(runtime)
+    except BaseException:
+        root.removeHandler(handler)
+        raise
     try:
         with Live(console=console, auto_refresh=False, transient=False) as view:
             while not stop.is_set():

@@ -224,8 +224,11 @@ def load_runtime(paths: list[Path], *,
 
 
 def load_or_exit(paths: list[Path] | None, *, journal: Path | None = None) -> AgentRuntime:
-    """``load_runtime`` for a command (the bundled demo when no path is given): every problem
-    printed and exit 1, or the runtime with its warnings printed."""
+    """``load_runtime`` for a command that starts the runtime (the bundled demo when no path
+    is given): every manifest problem printed and exit 1; a journal the start would refuse
+    (a bad path, held by another runtime, damaged where recovery reads it) printed as one line
+    and exit 2, before anything starts; or the runtime with its warnings printed."""
+    from runtime_core.control.offline import JournalError
     from runtime_core.manifest import ManifestError
 
     try:
@@ -237,4 +240,8 @@ def load_or_exit(paths: list[Path] | None, *, journal: Path | None = None) -> Ag
         raise typer.Exit(1) from None
     for warning in warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    try:
+        runtime.check_journals()
+    except JournalError as exc:
+        raise fail(str(exc)) from None
     return runtime

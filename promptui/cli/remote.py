@@ -36,6 +36,7 @@ from promptui.format import iso_short
 if TYPE_CHECKING:
     from runtime_core.control import DeadLetterView, ProcessSummary, RemoteControl
 
+LETTER_PAGE = 1000
 SHORT_ID = 8  # event ids are uuids; the first characters are enough to name one
 
 
@@ -168,7 +169,7 @@ def dead_letters(
         count = on_server(target, lambda control: _redeliver(control, name, redeliver))
         out.print(f"{escape(name)}: {count} dead letter(s) redelivered")
     else:
-        letters = on_server(target, lambda control: control.dead_letters(name))
+        letters = on_server(target, lambda control: _all_letters(control, name))
         _print_letters(name, letters, as_json, f"on {target.url}",
                        f"Redeliver: promptui dead-letters {name} --redeliver ID (an id's first "
                        "characters are enough) or --all; --json gives the full ids.")
@@ -180,7 +181,7 @@ async def _redeliver(control: RemoteControl, name: str, wanted: list[str] | None
 
     if not wanted:
         return await control.redeliver(name, None)
-    known = [letter.event_id for letter in await control.dead_letters(name)]
+    known = [letter.event_id for letter in await _all_letters(control, name)]
     ids = []
     for given in wanted:
         matches = [event_id for event_id in known if event_id.startswith(given)]
@@ -192,6 +193,16 @@ async def _redeliver(control: RemoteControl, name: str, wanted: list[str] | None
                                f"list them with 'promptui dead-letters {name}'", "UNKNOWN_EVENT")
         ids.append(matches[0])
     return await control.redeliver(name, ids)
+
+
+async def _all_letters(control: RemoteControl, name: str) -> list[DeadLetterView]:
+    """Every dead letter the server keeps, in pages (it may keep far more than a page)."""
+    letters: list[DeadLetterView] = []
+    while True:
+        page = await control.dead_letters(name, offset=len(letters), limit=LETTER_PAGE)
+        letters.extend(page)
+        if len(page) < LETTER_PAGE:
+            return letters
 
 
 def _print_letters(name: str, letters: list[DeadLetterView], as_json: bool, source: str,

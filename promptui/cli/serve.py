@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from promptui.cli.headless import StartFailed
 from promptui.cli.options import (
     BUNDLED_DEMO,
     DISCOVERY_FILE,
@@ -41,6 +43,29 @@ class _GuardDefault:
 
     def __str__(self) -> str:
         return str(self())
+
+
+class _QuietStartFailure:
+    """ASGI middleware: when processes fail to start, uvicorn is not handed the lifespan's
+    traceback to log; 'promptui serve' says what failed instead, one line each."""
+
+    def __init__(self, app: Any, *, failed: Callable[[], bool]) -> None:
+        self.app = app
+        self.failed = failed
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            if message.get("type") == "lifespan.startup.failed" and self.failed():
+                message = {**message, "message": ""}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
 
@@ -157,6 +182,7 @@ def serve(
     control = LocalControl(runtime, name=name, read_only=read_only)
     app = create_app(control, token=token, read_only=read_only, loopback_only=loopback,
                      max_body=max_body)
+    app.add_middleware(_QuietStartFailure, failed=lambda: bool(runtime.start_failures))
     from_env = where == TOKEN_ENV
     shown = "token from PROMPTUI_TOKEN" if from_env else f"token in {where}"
     discovery = DISCOVERY_FILE.absolute()
@@ -188,6 +214,8 @@ def serve(
                   "why); the next start recovers what the journal holds")
         sys.stderr.flush()
         os._exit(1)  # a journal left open keeps a thread that would hold the process forever
+    if runtime.start_failures:  # shut down already, by the lifespan
+        raise StartFailed(runtime.start_problems()).exit()
     if not ready:
         raise fail(f"the server did not start on {host}:{port}; the log above says why", 1)
     left: dict[str, dict[str, int]] = getattr(app.state, "left", {})

@@ -25,9 +25,11 @@ from promptui.widgets.conversation import ConversationLog
 from promptui.widgets.detail_rows import (
     CONTEXT_COLS,
     DEAD_COLS,
+    DEAD_PAGE,
     QUEUE_COLS,
     RUN_COLS,
     TIMELINE_COLS,
+    DeadPage,
     context_rows,
     dead_rows,
     queue_rows,
@@ -47,7 +49,8 @@ TAB_FOCUS = {"live": "#live-log", "queue": "#queue-table", "dead": "#dead-table"
              "runs": "#runs-table", "context": "#context-table",
              "conversation": "#conversation-log", "governance": "#governance-scroll",
              "config": "#config-scroll", "timeline": "#timeline-table"}
-DEAD_ONLY = frozenset({"mark", "redeliver", "redeliver_all", "clear_dead"})
+DEAD_ONLY = frozenset({"mark", "redeliver", "redeliver_all", "clear_dead", "older_dead",
+                       "newer_dead"})
 
 
 class ProcessDetailScreen(LiveScreen):
@@ -62,6 +65,7 @@ class ProcessDetailScreen(LiveScreen):
         self.now = 0.0
         self.gone = ""  # why the process cannot be read, when it cannot
         self.marked: set[str] = set()  # dead-letter event ids
+        self.dead_page: DeadPage | None = None  # an older page; None: the newest ones
         self._static_shown: dict[str, dict[str, Any] | None] = {}
         self._ready = False  # the pump may call show() before the tabs are mounted
 
@@ -191,10 +195,11 @@ class ProcessDetailScreen(LiveScreen):
         d, now = self.detail, self.now
         if d is None:
             return
+        letters = d.dead_letters if self.dead_page is None else self.dead_page.letters
         if pane == "dead":
-            self.marked &= {x.event_id for x in d.dead_letters}  # drop marks of rows gone
+            self.marked &= {x.event_id for x in letters}  # drop marks of rows gone
         rows = {"queue": lambda: queue_rows(d, now), "dead": lambda: dead_rows(
-            d, now, self.marked), "runs": lambda: run_rows(d, now),
+            letters, now, self.marked), "runs": lambda: run_rows(d, now),
             "context": lambda: context_rows(d)}[pane]()
         self.table(pane).sync(rows, ordered=pane == "runs")  # runs: waiting first, newest
         self._row_detail(pane)
@@ -203,7 +208,7 @@ class ProcessDetailScreen(LiveScreen):
         """The full text of the row under the cursor (the table cuts it to fit 80 columns)."""
         if self.detail is not None:
             self.query_one(f"#{pane}-detail", Static).update(row_detail(
-                pane, self.detail, self.table(pane).cursor_key, self.marked))
+                pane, self.detail, self.table(pane).cursor_key, self.marked, self.dead_page))
 
     def _run(self, run_id: str | None) -> RunView | None:
         if self.detail is None or run_id is None:
@@ -328,6 +333,42 @@ class ProcessDetailScreen(LiveScreen):
         self.app.push_screen(ConfirmDialog(
             f"Clear {count} dead letter{'s' if count != 1 else ''} of {name}?",
             "They are dropped and cannot be redelivered afterwards.", "Clear"), confirmed)
+
+    def action_older_dead(self) -> None:
+        self._page_dead(+1)
+
+    def action_newer_dead(self) -> None:
+        self._page_dead(-1)
+
+    def _page_dead(self, step: int) -> None:
+        """Page through every dead letter the journal keeps, DEAD_PAGE at a time; page 0 is
+        the newest ones, live."""
+        d = self.detail
+        if d is None:
+            return
+        total = max(d.summary.dead_letters, len(d.dead_letters))
+        back = (self.dead_page.back if self.dead_page is not None else 0) + step
+        end = total - back * DEAD_PAGE  # the page ends where the newer one starts
+        if back <= 0 or end <= 0:
+            if back > 0:
+                self.app.notify("no older dead letters", timeout=2)
+                return
+            self.dead_page = None
+            self._draw("dead")
+            return
+        offset = max(0, end - DEAD_PAGE)
+        name, control = self.process, self.room.control
+
+        async def load() -> None:
+            try:
+                page = await control.dead_letters(name, offset=offset, limit=end - offset)
+            except ControlError as exc:
+                self.app.notify(str(exc), severity="error", timeout=5)
+                return
+            self.dead_page = DeadPage(back, offset, tuple(page))
+            self._draw("dead")
+
+        self.run_worker(load, group="dead-page", exclusive=True)
 
     def action_open_run(self) -> None:
         run = self._run(self.table("runs").cursor_key)

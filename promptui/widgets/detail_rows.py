@@ -4,13 +4,14 @@ full text of the row under the cursor. Plain control-plane data in, cells out.""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.text import Text
 
 from promptui.format import age, clip, clock, compact, iso_age
 from promptui.widgets.keyed_table import Col, Row
 from promptui.widgets.runs import RUN_STATE_STYLES, duration, run_outcome
-from runtime_core.control import JournalEntryView, ProcessDetail
+from runtime_core.control import DeadLetterView, JournalEntryView, ProcessDetail
 
 # Widths that keep every column but the payload/value on an 80-column terminal.
 QUEUE_COLS = (Col("id", "Event", 8), Col("trigger", "Trigger", 10), Col("age", "Age", 4),
@@ -43,12 +44,35 @@ def queue_rows(d: ProcessDetail, now: float) -> list[Row]:
                           clip(q.payload_preview, 80))) for q in d.queued]
 
 
-def dead_rows(d: ProcessDetail, now: float, marked: set[str]) -> list[Row]:
+def dead_rows(letters: Sequence[DeadLetterView], now: float, marked: set[str]) -> list[Row]:
     return [(x.event_id, (
         Text("●", style="bold yellow") if x.event_id in marked else "", x.event_id[:8],
         clip(x.reason, 17), Text(clip(x.error, 18), style="red"), str(x.attempts),
         iso_age(x.dead_lettered_at, now), clip(x.payload_preview, 80)))
-        for x in d.dead_letters]
+        for x in letters]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadPage:
+    """An older page of a process's dead letters, read from the journal: ``back`` pages of
+    DEAD_PAGE before the newest ones, starting at ``offset`` (oldest first)."""
+
+    back: int
+    offset: int
+    letters: tuple[DeadLetterView, ...]
+
+
+DEAD_PAGE = 100
+
+
+def dead_header(total: int, shown: int, page: DeadPage | None, marked: int) -> str:
+    if page is None:
+        head = f"{total} dead letters" if shown == total else (
+            f"newest {shown} of {total} dead letters · [ older")
+    else:
+        head = (f"dead letters {page.offset + 1}-{page.offset + len(page.letters)} of "
+                f"{total} · [ older · ] newer")
+    return f"{head}, {marked} marked"
 
 
 def run_rows(d: ProcessDetail, now: float) -> list[Row]:
@@ -68,7 +92,8 @@ def context_rows(d: ProcessDetail) -> list[Row]:
     return [(key, (clip(key, 22), clip(compact(value), 200))) for key, value in d.context.items()]
 
 
-def row_detail(pane: str, d: ProcessDetail, key: str | None, marked: set[str]) -> Text:
+def row_detail(pane: str, d: ProcessDetail, key: str | None, marked: set[str],
+               page: DeadPage | None = None) -> Text:
     """A count for the tab, then the full text of the row under the cursor."""
     text = Text()
     if pane == "queue":
@@ -79,8 +104,10 @@ def row_detail(pane: str, d: ProcessDetail, key: str | None, marked: set[str]) -
             text.append(f"\n{event.event_id} · {event.trigger_type} · {event.trigger_id}"
                         f"\npayload: {event.payload_preview}")
     elif pane == "dead":
-        text.append(f"{len(d.dead_letters)} dead letters, {len(marked)} marked", style="dim")
-        dead = next((x for x in d.dead_letters if x.event_id == key), None)
+        letters = d.dead_letters if page is None else page.letters
+        text.append(dead_header(max(d.summary.dead_letters, len(d.dead_letters)), len(letters),
+                                page, len(marked)), style="dim")
+        dead = next((x for x in letters if x.event_id == key), None)
         if dead is not None:
             text.append(f"\n{dead.event_id} · {dead.trigger_type} · {dead.reason}\n")
             text.append(f"error: {dead.error}", style="red")

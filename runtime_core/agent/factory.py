@@ -10,6 +10,7 @@ from runtime_core.agent.model import Model
 from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec
 from runtime_core.agent.scripted import EchoModel, ScriptedModel
 from runtime_core.agent.tools import Tool, ToolError, load_tool, tool
+from runtime_core.lifecycle import config_field
 
 
 def build_model(setting: ModelSetting, *, base_dir: Path | None = None) -> Model:
@@ -43,16 +44,17 @@ def build_tools(declared_tools: Iterable[str | ToolDeclaration], extra: Iterable
             raise ToolError(f"two tools are named {item.name!r}; give one of them name=")
         tools[item.name] = item
 
-    for declared in declared_tools:
+    for index, declared in enumerate(declared_tools):
         assert isinstance(declared, ToolDeclaration)
-        add(
-            load_tool(
-                declared.path,
-                name=declared.name,
-                description=declared.description,
-                effect=declared.effect,
+        with config_field(f"tools[{index}]"):
+            add(
+                load_tool(
+                    declared.path,
+                    name=declared.name,
+                    description=declared.description,
+                    effect=declared.effect,
+                )
             )
-        )
     for obj in extra:
         add(obj if isinstance(obj, Tool) else tool(obj))  # type: ignore[arg-type]
     return tools

@@ -22,6 +22,7 @@ from runtime_core.agent.mcp_config import HttpServerConfig, StdioServerConfig
 from runtime_core.agent.mcp_link import McpServerError, McpServerLink, RemoteTool
 from runtime_core.agent.model import ToolSpec
 from runtime_core.agent.tools import Effect, ToolContext
+from runtime_core.lifecycle import name_field
 
 IDEMPOTENCY_ARG = "idempotency_key"
 IDEMPOTENCY_META = "io.promptui/idempotency-key"
@@ -151,6 +152,9 @@ class McpToolbox:
         results = await asyncio.gather(*(link.connect() for link in links),
                                        return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
+        for link, result in zip(links, results, strict=True):
+            if isinstance(result, Exception):
+                name_field(result, f"servers.{link.name}")
         if errors:
             await self.close()
             for error in errors:
@@ -165,9 +169,11 @@ class McpToolbox:
                 made = McpTool.from_remote(remote, link, link.config.tool_prefix)
                 if made.name in owner:
                     await self.close()
-                    raise McpServerError(
+                    clash = McpServerError(
                         f"tool name {made.name!r} of MCP server {link.name!r} is already used "
                         f"by {owner[made.name]}; give the server a tool_prefix")
+                    name_field(clash, f"servers.{link.name}.tool_prefix")
+                    raise clash
                 owner[made.name] = f"MCP server {link.name!r}"
                 tools[made.name] = made
         self._tools = tools

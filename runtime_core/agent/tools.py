@@ -218,6 +218,12 @@ def load_tool(
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ToolError(f"tool {path!r}: cannot import module {module_name!r}: {exc}") from exc
+    except SystemExit as exc:  # a script's sys.exit() must not end the runtime
+        raise ToolError(f"tool {path!r}: importing module {module_name!r} called "
+                        f"sys.exit({exc.code!r})") from None
+    except Exception as exc:
+        raise ToolError(f"tool {path!r}: importing module {module_name!r} raised "
+                        f"{type(exc).__name__}: {exc}") from exc
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):

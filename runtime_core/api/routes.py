@@ -184,9 +184,13 @@ async def inject(request: Request, name: str, body: InjectBody) -> dict[str, str
 
 
 # -- dead letters ------------------------------------------------------------------------------
-@router.get("/processes/{name}/dead-letters", response_model=list[DeadLetterView])
-async def dead_letters(request: Request, name: str) -> list[DeadLetterView]:
-    return await control_of(request).dead_letters(name)
+@router.get("/processes/{name}/dead-letters", response_model=list[DeadLetterView],
+            summary="Every dead letter kept (oldest first), a page with offset and limit")
+async def dead_letters(request: Request, name: str,
+                       offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+                       limit: Annotated[int | None, Query(ge=1, le=5000)] = None
+                       ) -> list[DeadLetterView]:
+    return await control_of(request).dead_letters(name, offset=offset, limit=limit)
 
 
 @router.post("/processes/{name}/dead-letters/redeliver", response_model=Count)

@@ -4,8 +4,10 @@ turn the runtime's refusals into ControlError with what to do."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from runtime_core.control import local_views as views
@@ -22,9 +24,10 @@ from runtime_core.control.views import (
 )
 from runtime_core.events import EventNotifier
 from runtime_core.governance.config_patch import ConfigPatchError
-from runtime_core.journal.provider import ReadFilter
+from runtime_core.journal.provider import JournalError, ReadFilter
 from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
 from runtime_core.journal.summary import summarize
+from runtime_core.lifecycle import ProcessState
 from runtime_core.manifest import NAME_PATTERN
 from runtime_core.process.process import AgentProcess
 from runtime_core.runtime import AgentRuntime
@@ -87,8 +90,20 @@ class LocalControl:
         return [r for r in views.run_views(self._process(name))
                 if state is None or r.state == state]
 
-    async def dead_letters(self, name: str) -> list[DeadLetterView]:
-        return list(views.dead_letter_views(self._process(name)))
+    async def dead_letters(self, name: str, *, offset: int = 0, limit: int | None = None
+                           ) -> list[DeadLetterView]:
+        process = self._process(name)
+        journal = process.journal
+        letters = None
+        if journal is not None and process.state is not ProcessState.CREATED:
+            with contextlib.suppress(JournalError):  # a closed journal: the list is enough
+                letters = await journal.dead_letters(name, offset=offset, limit=limit)
+        if letters is None:  # no journal: the process's list is all there is
+            listed = views.dead_letter_views(process)
+            return list(listed[offset:] if limit is None else listed[offset:offset + limit])
+        return [views.dead_letter_view(TriggerEvent.from_dict(d.event), d.reason, d.error,
+                                       d.attempts, _iso(d.dead_lettered_at), process.redact)
+                for d in letters]
 
     async def triggers(self, name: str) -> list[dict[str, Any]]:
         return [t.as_dict() for t in self._process(name).status_snapshot().triggers]
@@ -346,3 +361,7 @@ def _check_entry_id(process: str, entry_id: str) -> None:
 if TYPE_CHECKING:  # the one protocol the room and the CLI use
     def _is_a_control_plane(local: LocalControl) -> ControlPlane:
         return local
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()

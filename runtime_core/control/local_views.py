@@ -23,6 +23,7 @@ from runtime_core.control.views import (
 from runtime_core.incidents.book import Incident, value_text
 from runtime_core.process.process import AgentProcess
 from runtime_core.runs.run import Run, StepRecord
+from runtime_core.triggers.base import TriggerEvent
 
 Redact = Callable[[str], str]
 
@@ -74,6 +75,8 @@ def shown_config(config: ProcessConfig) -> dict[str, Any]:
     """The configuration as it may be displayed: MCP server credentials are ``${VAR}``
     references or ``[redacted]``, never values."""
     data = config.model_dump(mode="json", exclude_defaults=True)
+    if config.journal.level != "none":  # where and how much, even when those are defaults
+        data["journal"] = config.journal.model_dump(mode="json")
     if config.servers:
         data["servers"] = {name: redacted_server(server)
                            for name, server in config.servers.items()}
@@ -135,11 +138,16 @@ def run_views(process: AgentProcess) -> tuple[RunView, ...]:
 
 
 def dead_letter_views(process: AgentProcess) -> tuple[DeadLetterView, ...]:
-    redact = process.redact
-    return tuple(DeadLetterView(
-        d["event"].event_id, d["event"].trigger_type, d["reason"], redact(d["error"]),
-        d["attempts"], d["dead_lettered_at"], redact(preview(d["event"].payload)))
-        for d in process.dead_letters)
+    """The newest dead letters, as the process lists them."""
+    return tuple(dead_letter_view(d["event"], d["reason"], d["error"], d["attempts"],
+                                  d["dead_lettered_at"], process.redact)
+                 for d in process.dead_letters)
+
+
+def dead_letter_view(event: TriggerEvent, reason: str, error: str, attempts: int, at: str,
+                     redact: Redact) -> DeadLetterView:
+    return DeadLetterView(event.event_id, event.trigger_type, reason, redact(error), attempts,
+                          at, redact(preview(event.payload)))
 
 
 def detail(process: AgentProcess) -> ProcessDetail:

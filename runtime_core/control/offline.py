@@ -100,7 +100,9 @@ async def probe_servers(servers: Any, base_dir: Path) -> list[dict[str, Any]]:
 async def _with_journal(path: Path, action: Callable[[SQLiteJournal], Awaitable[T]]) -> T:
     if not await asyncio.to_thread(path.exists):  # a journal opened here would be created
         raise JournalError(f"no journal at {path}; pass --journal PATH")
-    journal = SQLiteJournal(path)
+    # A writer: refused while a runtime holds the file (JournalLocked names it); strict, so
+    # an offline command never moves a damaged journal aside, it says so and stops.
+    journal = SQLiteJournal(path, strict=True)
     await journal.open()
     try:
         return await action(journal)

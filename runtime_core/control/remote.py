@@ -230,9 +230,11 @@ class RemoteControl:
         return load_list(RunView, await self._call("GET", _path("processes", name, "runs"),
                                                    params={"state": state}))
 
-    async def dead_letters(self, name: str) -> list[DeadLetterView]:
-        return load_list(DeadLetterView,
-                         await self._call("GET", _path("processes", name, "dead-letters")))
+    async def dead_letters(self, name: str, *, offset: int = 0, limit: int | None = None
+                           ) -> list[DeadLetterView]:
+        return load_list(DeadLetterView, await self._call(
+            "GET", _path("processes", name, "dead-letters"),
+            params={"offset": offset or None, "limit": limit}))
 
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,

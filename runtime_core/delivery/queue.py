@@ -52,7 +52,8 @@ class Delivery:
         self._queue: asyncio.Queue[TriggerEvent] = asyncio.Queue()
         self._reserved = 0
         self._room = asyncio.Event()  # set when a slot may have come free
-        self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_size)
+        self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_size)  # the newest ones
+        self.dead_letter_total = 0  # all of them: the journal keeps those the list let go
         self._attempts: dict[str, int] = {}
         self._retries: dict[str, tuple[TriggerEvent, asyncio.Task[None]]] = {}
         self._held: dict[int, TriggerEvent] = {}  # worker -> event taken but not yet running
@@ -74,10 +75,15 @@ class Delivery:
             log.critical("process %s: could not journal a dead-letter change", self.process,
                          exc_info=True)
 
-    def restore(self, queued: Iterable[TriggerEvent], dead: Iterable[DeadLetter]) -> None:
-        """Put back what a journal recovered, without journaling it again."""
+    def restore(self, queued: Iterable[TriggerEvent], dead: Iterable[DeadLetter],
+                dead_total: int | None = None) -> None:
+        """Put back what a journal recovered, without journaling it again: the newest dead
+        letters (``dead_total`` counts all the journal keeps)."""
+        count = 0
         for letter in dead:
             self._dead.append(letter)
+            count += 1
+        self.dead_letter_total = count if dead_total is None else dead_total
         for event in queued:  # accepted before the restart: each keeps its place, room or not
             self._queue.put_nowait(event)
         self._depth_changed()
@@ -243,9 +249,11 @@ class Delivery:
     def dead_letter(self, event: TriggerEvent, reason: str, error: str, attempts: int) -> None:
         self._attempts.pop(event.event_id, None)
         letter = DeadLetter(event, reason, error, attempts, datetime.now(UTC).isoformat())
+        if self.recorder is None and len(self._dead) == self._dead.maxlen:
+            self.dead_letter_total -= 1  # no journal: the oldest one is gone for good
         self._dead.append(letter)
-        keep = self._dead.maxlen or 0
-        self._journal(lambda r: r.dead_lettered(event, reason, error, attempts, keep))
+        self.dead_letter_total += 1
+        self._journal(lambda r: r.dead_lettered(event, reason, error, attempts))
         if self.notifier.has_listeners:
             self.notifier.emit(
                 EventDeadLettered(
@@ -310,11 +318,23 @@ class Delivery:
                 return events
 
     # -- dead letters ----------------------------------------------------------------------------
-    def redeliver(self, event_ids: Iterable[str] | None = None) -> int:
-        """Re-queue dead letters (all, or those named) in order; those that do not fit stay."""
+    def redeliver(self, event_ids: Iterable[str] | None = None,
+                  stored: Iterable[DeadLetter] = ()) -> int:
+        """Re-queue dead letters (all, or those named) in order; those that do not fit stay.
+        ``stored`` are older ones only the journal still keeps; they go first."""
         wanted = None if event_ids is None else set(event_ids)
         kept: deque[DeadLetter] = deque(maxlen=self._dead.maxlen)
         moved: list[str] = []
+        in_list = {letter.event.event_id for letter in self._dead}
+        for letter in stored:
+            if letter.event.event_id in in_list or (
+                    wanted is not None and letter.event.event_id not in wanted):
+                continue
+            if not self.try_reserve():
+                break
+            self.commit(letter.event)
+            self._attempts.pop(letter.event.event_id, None)
+            moved.append(letter.event.event_id)
         for letter in self._dead:
             if wanted is not None and letter.event.event_id not in wanted:
                 kept.append(letter)
@@ -327,14 +347,16 @@ class Delivery:
             moved.append(letter.event.event_id)
         requeued = len(moved)
         self._dead = kept
+        self.dead_letter_total -= requeued
         if requeued:
             self._journal(lambda r: r.redelivered(moved))
             self._depth_changed()
         return requeued
 
     def clear_dead_letters(self) -> int:
-        count = len(self._dead)
+        count = self.dead_letter_total
         self._dead.clear()
+        self.dead_letter_total = 0
         self._journal(lambda r: r.dead_letters_cleared(None))
         self._depth_changed()
         return count

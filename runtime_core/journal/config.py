@@ -10,12 +10,14 @@ from runtime_core.strict import StrictModel
 
 
 class JournalConfig(StrictModel):
-    """Where and how much a process journals. ``none`` (the default) keeps no journal.
+    """Where and how much a process journals. A journal section journals at ``checkpoint``
+    level unless it says otherwise (the spec's default); a process without one keeps no journal
+    (ProcessConfig's default is ``level="none"``).
 
     ``backend="file"`` (the spec's name for the durable on-disk backend) means ``"sqlite"``,
     the on-disk journal here."""
 
-    level: Literal["none", "checkpoint", "full"] = "none"
+    level: Literal["none", "checkpoint", "full"] = "checkpoint"
     backend: Literal["sqlite", "memory"] = "sqlite"
     path: str = ".promptui/journal.db"
     recover_on_start: bool | Literal["strict"] = True

@@ -1,4 +1,5 @@
-"""One place that turns a JournalConfig into a journal provider."""
+"""One place that turns a JournalConfig into a journal provider, and that makes one journal
+serve every process configured on its file."""
 
 from __future__ import annotations
 
@@ -15,4 +16,21 @@ def make_journal(config: JournalConfig,
     if config.backend == "memory":
         return InMemoryJournal()
     return SQLiteJournal(config.path, strict=config.recover_on_start == "strict",
-                         on_damage=on_damage)
+                         recover=bool(config.recover_on_start), on_damage=on_damage)
+
+
+def share_journal(journal: JournalProvider, config: JournalConfig) -> None:
+    """``journal`` (made by make_journal) also serves a process with ``config``: the most
+    careful recover_on_start of the processes on one file decides what its damage does, so a
+    process that does not recover never has a file moved aside that another one recovers from.
+    """
+    if isinstance(journal, SQLiteJournal):
+        journal.strict = journal.strict or config.recover_on_start == "strict"
+        journal.recover = journal.recover or bool(config.recover_on_start)
+
+
+def preflight(journal: JournalProvider) -> None:
+    """Raise the JournalError that opening ``journal`` would raise, opening nothing (a no-op
+    for a journal kept in memory)."""
+    if isinstance(journal, SQLiteJournal):
+        journal.preflight()

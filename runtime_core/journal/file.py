@@ -60,9 +60,14 @@ class FileJournal(SQLiteJournal):
         await self._ready()
         return await super().pending_events(process)
 
-    async def dead_letters(self, process: str) -> list[StoredDeadLetter]:
+    async def dead_letters(self, process: str, *, offset: int = 0, limit: int | None = None
+                           ) -> list[StoredDeadLetter]:
         await self._ready()
-        return await super().dead_letters(process)
+        return await super().dead_letters(process, offset=offset, limit=limit)
+
+    async def dead_letter_count(self, process: str) -> int:
+        await self._ready()
+        return await super().dead_letter_count(process)
 
     async def open_runs(self, process: str) -> list[OpenRun]:
         await self._ready()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import JournalError, StoredDeadLetter
+from runtime_core.journal.sqlite_check import find_damage
 from runtime_core.journal.sqlite_queries import SELECT_ENTRIES
 from runtime_core.journal.sqlite_schema import SQLITE_HEADER, checksum
 
@@ -81,12 +82,14 @@ class VerifyReport:
         return not self.problems
 
 
-def read_dead_letters(path: Path, process: str) -> list[StoredDeadLetter]:
-    """The dead letters the journal keeps for ``process``, oldest first."""
+def read_dead_letters(path: Path, process: str, *, offset: int = 0, limit: int | None = None
+                      ) -> list[StoredDeadLetter]:
+    """The dead letters the journal keeps for ``process``, oldest first (a page of them)."""
     conn = connect_readonly(path)
     try:
         rows = conn.execute("SELECT event, reason, error, attempts, at FROM dead_letters "
-                            "WHERE process = ? ORDER BY ord", (process,)).fetchall()
+                            "WHERE process = ? ORDER BY ord LIMIT ? OFFSET ?",
+                            (process, -1 if limit is None else limit, offset)).fetchall()
     except sqlite3.DatabaseError as exc:
         raise JournalError(f"cannot read the dead letters in {path}: {exc}") from exc
     finally:
@@ -144,14 +147,15 @@ def verify(path: Path) -> VerifyReport:
                 report.problems.append(
                     f"process {process!r}: the head says seq {last} but the last entry is "
                     f"seq {expected.get(process, 0)}")
-        orphans = conn.execute(
-            "SELECT o.process, o.run_id FROM open_runs o WHERE NOT EXISTS (SELECT 1 FROM "
-            "entries e WHERE e.process = o.process AND e.run_id = o.run_id AND "
-            "e.entry_type = 'run_started')").fetchall()
-        for process, run_id in orphans:
-            report.problems.append(f"process {process!r}: open run {run_id} has no run_started")
     except sqlite3.DatabaseError as exc:
         report.problems.append(f"cannot read {path}: {exc}")
+        return report
+    except (ValueError, TypeError) as exc:  # damage that left text where a number belongs
+        report.problems.append(f"cannot read {path}: a value has the wrong type ({exc})")
+        return report
     finally:
         conn.close()
+    if not any(p.startswith("SQLite integrity check failed") for p in report.problems):
+        # What a start checks (and refuses): the indexes recovery trusts, against the entries.
+        report.problems += [p for p in find_damage(path) if p not in report.problems]
     return report

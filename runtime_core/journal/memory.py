@@ -138,9 +138,14 @@ class InMemoryJournal:
         items = sorted(self._pending.get(process, {}).values(), key=lambda item: item[0])
         return [copy.deepcopy(event) for _, event in items]
 
-    async def dead_letters(self, process: str) -> list[StoredDeadLetter]:
+    async def dead_letters(self, process: str, *, offset: int = 0, limit: int | None = None
+                           ) -> list[StoredDeadLetter]:
         items = sorted(self._dead.get(process, {}).values(), key=lambda item: item[0])
-        return [copy.deepcopy(letter) for _, letter in items]
+        page = items[offset:] if limit is None else items[offset:offset + limit]
+        return [copy.deepcopy(letter) for _, letter in page]
+
+    async def dead_letter_count(self, process: str) -> int:
+        return len(self._dead.get(process, {}))
 
     async def open_runs(self, process: str) -> list[OpenRun]:
         return sorted(self._runs.get(process, {}).values(), key=lambda r: r.started_seq)

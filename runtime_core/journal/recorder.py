@@ -77,12 +77,13 @@ class ProcessRecorder:
             data["payload"] = event.payload
         await self.append(EntryType.EVENT_ACCEPTED, data, attachment=event.to_dict())
 
-    def dead_lettered(self, event: TriggerEvent, reason: str, error: str, attempts: int,
-                      keep: int) -> None:
+    def dead_lettered(self, event: TriggerEvent, reason: str, error: str, attempts: int
+                      ) -> None:
+        """Kept in the journal until redelivered or cleared, however many there are (the
+        process's own list keeps only the newest ``dead_letter_size``)."""
         self.submit(EntryType.DEAD_LETTERED,
                     {"event_id": event.event_id, "trigger_type": event.trigger_type,
-                     "reason": reason, "error": error[:1000], "attempts": attempts,
-                     "keep": keep},
+                     "reason": reason, "error": error[:1000], "attempts": attempts},
                     attachment=event.to_dict())
 
     def redelivered(self, event_ids: list[str]) -> None:

@@ -31,16 +31,17 @@ from runtime_core.journal.provider import (
     StoredDeadLetter,
     to_json,
 )
+from runtime_core.journal.sqlite_check import take_file
 from runtime_core.journal.sqlite_commit import PendingAppend, batch_rows, write_batch
+from runtime_core.journal.sqlite_lock import JournalLock, check_path
 from runtime_core.journal.sqlite_queries import SELECT_ENTRIES, read_sql, row_to_entry
 from runtime_core.journal.sqlite_schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
     SQLITE_HEADER,
     DamagedJournal,
-    check_readable,
     checksum,
-    migrate,
+    connect,
     move_aside,
 )
 
@@ -65,12 +66,14 @@ class SQLiteJournal:
         path: str | Path = ".promptui/journal.db",
         *,
         strict: bool = False,
+        recover: bool = True,
         busy_timeout_ms: int = 10_000,
         max_batch: int = 5_000,
         on_damage: Callable[[DamagedJournal], None] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.strict = strict
+        self.strict = strict  # any damage refuses the start (recover_on_start: strict)
+        self.recover = recover  # its processes recover from it: damage they read refuses
         self.busy_timeout_ms = busy_timeout_ms
         self.max_batch = max_batch
         self.on_damage = on_damage
@@ -79,6 +82,7 @@ class SQLiteJournal:
         self._reader: aiosqlite.Connection | None = None
         self._queue: asyncio.Queue[PendingAppend | None] = asyncio.Queue()
         self._writer_task: asyncio.Task[None] | None = None
+        self._lock = JournalLock(self.path)  # held while open: one writer per file
         self._heads: dict[str, int] = {}
         self._pids: dict[str, int] = {}  # process_id (a uuid) -> small integer stored per row
         self._error: BaseException | None = None
@@ -92,34 +96,51 @@ class SQLiteJournal:
         return self._writer_task is not None and not self._closed
 
     async def open(self) -> None:
-        """Open (or reopen after close); a no-op when already open."""
+        """Open (or reopen after close); a no-op when already open. Refuses (a JournalError
+        naming the path and what to do) a path that cannot hold a journal, a journal another
+        runtime holds, and one damaged where recovery reads it; see sqlite_check."""
         if self.is_open:
             return
         self._closed = False
         self._error = None
         self._queue = asyncio.Queue()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        problem = await asyncio.to_thread(check_readable, self.path)
-        if problem is not None:
-            if self.strict:
-                raise DamagedJournal(self.path, problem)
-            moved = await asyncio.to_thread(move_aside, self.path)
-            self.damage = DamagedJournal(self.path, problem, moved)
-            log.critical("%s; starting a fresh journal", self.damage)
+        damage = await asyncio.to_thread(self._take, True)
+        if damage is not None:
+            self.damage = damage
+            log.critical("%s; starting a fresh journal", damage)
             if self.on_damage is not None:
-                self.on_damage(self.damage)
-        self._writer = await aiosqlite.connect(self.path, isolation_level=None)
-        await self._writer.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
-        await self._writer.execute("PRAGMA journal_mode=WAL")
-        await self._writer.execute("PRAGMA synchronous=FULL")
-        await migrate(self._writer)
+                self.on_damage(damage)
+        try:
+            await self._connect()
+        except BaseException:
+            await self._disconnect()
+            self._lock.release()
+            raise
+        self._writer_task = asyncio.create_task(self._write_loop(), name="journal-writer")
+
+    def preflight(self) -> None:
+        """Raise now what open() would refuse, opening nothing (a command fails before it
+        starts anything); a file open() would move aside is left for it to move and report."""
+        if not self.is_open:
+            self._take(False)
+            self._lock.release()
+
+    def _take(self, act: bool) -> DamagedJournal | None:
+        check_path(self.path)
+        self._lock.acquire()
+        try:
+            return take_file(self.path, strict=self.strict, recover=self.recover, act=act)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    async def _connect(self) -> None:
+        self._writer = await connect(self.path, self.busy_timeout_ms, writer=True)
         async with self._writer.execute("SELECT process, last_seq FROM heads") as cursor:
             self._heads = {row[0]: int(row[1]) async for row in cursor}
         async with self._writer.execute("SELECT process_id, pid FROM incarnations") as cursor:
             self._pids = {row[0]: int(row[1]) async for row in cursor}
-        self._reader = await aiosqlite.connect(self.path, isolation_level=None)
-        await self._reader.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
-        self._writer_task = asyncio.create_task(self._write_loop(), name="journal-writer")
+        self._reader = await connect(self.path, self.busy_timeout_ms, writer=False)
 
     # -- writing ---------------------------------------------------------------------------------
     def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:
@@ -239,13 +260,19 @@ class SQLiteJournal:
         )
         return [json.loads(row[0]) for row in rows]
 
-    async def dead_letters(self, process: str) -> list[StoredDeadLetter]:
+    async def dead_letters(self, process: str, *, offset: int = 0, limit: int | None = None
+                           ) -> list[StoredDeadLetter]:
         rows = await self._fetch(
             "SELECT event, reason, error, attempts, at FROM dead_letters WHERE process = ? "
-            "ORDER BY ord", (process,)
+            "ORDER BY ord LIMIT ? OFFSET ?", (process, -1 if limit is None else limit, offset)
         )
         return [StoredDeadLetter(json.loads(r[0]), r[1], r[2], int(r[3]), float(r[4]))
                 for r in rows]
+
+    async def dead_letter_count(self, process: str) -> int:
+        rows = await self._fetch("SELECT COUNT(*) FROM dead_letters WHERE process = ?",
+                                 (process,))
+        return int(rows[0][0])
 
     async def open_runs(self, process: str) -> list[OpenRun]:
         rows = await self._fetch(
@@ -266,8 +293,12 @@ class SQLiteJournal:
         if self._writer_task is not None:
             self._queue.put_nowait(None)
             await asyncio.gather(self._writer_task, return_exceptions=True)
+        await self._disconnect()
+        self._writer_task = None
+        self._lock.release()  # last: the next writer finds the file closed (WAL folded in)
+
+    async def _disconnect(self) -> None:
         for conn in (self._reader, self._writer):
             if conn is not None:
                 await conn.close()
         self._reader = self._writer = None
-        self._writer_task = None

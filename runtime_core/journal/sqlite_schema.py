@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime_core.journal.provider import JournalError
+from runtime_core.journal.sqlite_lock import ELSEWHERE
 
 if TYPE_CHECKING:  # only a type here: reading a journal file read-only needs no aiosqlite
     import aiosqlite
@@ -54,7 +55,6 @@ MIGRATIONS: dict[int, list[str]] = {
 }
 
 
-
 async def migrate(conn: aiosqlite.Connection) -> None:
     """Bring the schema up to SCHEMA_VERSION, one transaction per migration."""
     await conn.execute(
@@ -78,17 +78,47 @@ async def migrate(conn: aiosqlite.Connection) -> None:
             raise
 
 
+async def connect(path: Path, busy_timeout_ms: int, *, writer: bool) -> aiosqlite.Connection:
+    """A connection to the journal at ``path``; the writer's is in WAL mode with
+    synchronous=FULL and migrates the schema. A failure names the path and what to check."""
+    import aiosqlite  # here, not above: the read-only inspect path loads this module
+
+    conn: aiosqlite.Connection | None = None
+    try:
+        conn = await aiosqlite.connect(path, isolation_level=None)
+        await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        if writer:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA synchronous=FULL")
+            await migrate(conn)
+        return conn
+    except sqlite3.Error as exc:  # e.g. a read-only file: SQLite opens it, the first write fails
+        if conn is not None:
+            await conn.close()
+        raise JournalError(f"cannot open journal {path} for writing: {exc}; check that this "
+                           "user can write the file and its folder and that the disk has "
+                           f"room, {ELSEWHERE}") from exc
+
+
 def checksum(text: str) -> int:
     return zlib.crc32(text.encode("utf-8"))
 
 
 class DamagedJournal(JournalError):
-    def __init__(self, path: Path, reason: str, moved_to: Path | None = None) -> None:
+    """A journal file that cannot be used as it is: unreadable (not a journal at all), or
+    ``readable`` but damaged where a start reads it. ``moved_to`` is where it was moved aside;
+    ``advice`` says how to proceed when nothing was moved."""
+
+    def __init__(self, path: Path, reason: str, moved_to: Path | None = None, *,
+                 readable: bool = False, advice: str = "") -> None:
         self.path = path
         self.reason = reason
         self.moved_to = moved_to
+        self.readable = readable
+        what = "is damaged where a start reads it" if readable else "cannot be read"
         where = f"; moved aside to {moved_to}" if moved_to else ""
-        super().__init__(f"journal {path} cannot be read: {reason}{where}")
+        super().__init__(f"journal {path} {what}: {reason}{where}"
+                         + (f"; {advice}" if advice else ""))
 
 
 def check_readable(path: Path) -> str | None:
@@ -106,8 +136,12 @@ def check_readable(path: Path) -> str | None:
             conn.close()
     except sqlite3.DatabaseError as exc:
         return f"database error: {exc}"
+    except ValueError as exc:  # text that is not UTF-8 any more
+        return f"its meta table cannot be decoded: {exc}"
     if row is None:
         return "no schema version recorded"
+    if not str(row[0]).isdigit():
+        return f"its schema version {row[0]!r} is not a number"
     if int(row[0]) > SCHEMA_VERSION:
         return f"written by a newer promptui (schema {row[0]}, this one knows {SCHEMA_VERSION})"
     return None

@@ -15,6 +15,7 @@ from runtime_core.agent.model import Model
 from runtime_core.agent.tools import AgentTool
 from runtime_core.config import ProcessConfig
 from runtime_core.journal.entry import EntryType
+from runtime_core.lifecycle import config_field
 from runtime_core.process.core import ProcessCore
 from runtime_core.runs.executor import RunExecutor
 from runtime_core.runs.identity import ProfileStamp, config_digest
@@ -66,8 +67,11 @@ class Assembly:
         trigger can start a run; a failure closes them again and raises."""
         core = self.core
         for part in core.parts:
-            await part.start()  # secrets resolve (a missing variable fails loudly), memory opens
-        model = self.model_override or build_model(core.config.model, base_dir=core.base_dir)
+            with config_field(part.key):  # e.g. a missing secret's variable fails loudly here
+                await part.start()  # secrets resolve, memory opens
+        with config_field("model"):
+            model = self.model_override or build_model(core.config.model,
+                                                       base_dir=core.base_dir)
         tools: dict[str, AgentTool] = dict(build_tools(core.config.tools, self.python_tools))
         for part in core.parts:
             tools.update(part.tools(set(tools)))

@@ -35,7 +35,7 @@ class ProcessJournal:
     # -- the first start ---------------------------------------------------------------------
     async def open(self) -> None:
         """Open the journal: the first time, prepare it and take back what it holds for this
-        name; later (after close()), reopen it without a second recovery."""
+        name; later (after stop() or close()), reopen it without a second recovery."""
         if self.prepared:
             if self.core.journal is not None:
                 await self.core.journal.open()
@@ -43,13 +43,26 @@ class ProcessJournal:
         await self._prepare()
         self.prepared = True
 
+    async def reopen_owned(self) -> None:
+        """Reopen the process's own journal if a failed start closed it, so a stop() can
+        journal its checkpoint; a journal given to the process is left as its giver left it."""
+        if self.prepared and self.owns_journal and self.core.journal is not None:
+            await self.core.journal.open()
+
+    async def release(self) -> None:
+        """Close the journal the process made from its config (its connection threads would
+        keep the interpreter alive); the next start opens it again. A journal passed in
+        (``journal=``, an AgentRuntime's shared one) is closed by whoever passed it."""
+        if self.owns_journal and self.core.journal is not None:
+            await self.core.journal.close()
+
     async def _prepare(self) -> None:
         core = self.core
         cfg = core.config.journal
         if core.journal is None and cfg.level == "none":
             return
-        self.owns_journal = core.journal is None
-        if core.journal is None:
+        if core.journal is None:  # made here, so closed here too (a retried first start
+            self.owns_journal = True  # finds it made already: still ours)
             core.journal = make_journal(cfg, self._on_damage)
         journal = core.journal
         await journal.open()
@@ -61,7 +74,8 @@ class ProcessJournal:
         recover = bool(cfg.recover_on_start)
         if recover:
             recovery = await recover_process(journal, recorder, core.name,
-                                             core.config.context.conversation_max_messages)
+                                             core.config.context.conversation_max_messages,
+                                             core.config.trigger_delivery.dead_letter_size)
             if recovery is not None:
                 self._take_back(recovery)
         for part in core.parts:
@@ -83,7 +97,7 @@ class ProcessJournal:
                 flag = f"{part.key}_restored"
                 if flag in recovery.summary:
                     recovery.summary[flag] = True
-        core.delivery.restore(recovery.queued, recovery.dead)
+        core.delivery.restore(recovery.queued, recovery.dead, recovery.dead_total)
         core.resume = recovery.resumable
         for waiting in recovery.waiting.values():
             core.waiting.add(waiting)

@@ -5,12 +5,14 @@ run is never reopened."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from runtime_core.delivery.dead_letters import DeadLetter
 from runtime_core.process.core import ProcessCore
 from runtime_core.process.journaling import ProcessJournal
 from runtime_core.runs import evidence
-from runtime_core.runs.recovery import RecoveredRun
+from runtime_core.runs.recovery import RecoveredRun, stored_letter
 from runtime_core.runs.run import RunState
 
 
@@ -18,6 +20,19 @@ class Operator:
     def __init__(self, core: ProcessCore, journal: ProcessJournal) -> None:
         self.core = core
         self.journal = journal
+
+    async def redeliver(self, event_ids: Iterable[str] | None) -> int:
+        """Re-queue dead letters in order, as many as fit: those the process lists and the
+        older ones only the journal still keeps."""
+        core, delivery = self.core, self.core.delivery
+        wanted = None if event_ids is None else list(event_ids)
+        stored: list[DeadLetter] = []
+        listed = len(delivery.dead_letters)
+        if core.journal is not None and delivery.dead_letter_total > listed:
+            older = delivery.dead_letter_total - listed
+            stored = [stored_letter(d) for d in await core.journal.dead_letters(
+                core.name, limit=older)]
+        return delivery.redeliver(wanted, stored)
 
     async def reconcile(self, run_id: str, outcome: str, *, result: Any, note: str,
                         actor: str) -> None:

@@ -241,7 +241,7 @@ class AgentProcess:
     async def redeliver_dead_letters(self, event_ids: Iterable[str] | None = None) -> int:
         if self._core.idle_suspended:
             await self.resume("redelivery")
-        return self._core.delivery.redeliver(event_ids)
+        return await self._operator.redeliver(event_ids)
 
     def clear_dead_letters(self) -> int:
         return self._core.delivery.clear_dead_letters()

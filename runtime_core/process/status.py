@@ -100,7 +100,7 @@ def build_status(core: ProcessCore, *, triggers: tuple[TriggerStatus, ...], trig
         triggers=triggers, custom_tool_count=0, rebuild_count=core.rebuild_count,
         spawned_process_count=spawned, conversation_messages=len(core.conversation),
         has_memory=core.config.memory.enabled, queue_size=delivery.queue_size,
-        queue_capacity=core.config.queue_size, dead_letter_count=len(delivery.dead_letters),
+        queue_capacity=core.config.queue_size, dead_letter_count=delivery.dead_letter_total,
         filtered_count=filtered_count, pending_retries=delivery.pending_retries,
         uptime_seconds=uptime, hook_count=len(core.hooks.own),
         active_runs=len(core.inflight), waiting_runs=len(core.waiting),

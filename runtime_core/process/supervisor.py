@@ -5,6 +5,7 @@ lifetime; and the teardown that leaves nothing behind (workers, triggers, timers
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable
 from typing import Any
@@ -20,7 +21,7 @@ from runtime_core.events import (
 )
 from runtime_core.governance.hooks import HookEvent
 from runtime_core.journal.entry import EntryType
-from runtime_core.lifecycle import ProcessState, StateError
+from runtime_core.lifecycle import ProcessState, StateError, config_field
 from runtime_core.process.assembly import Assembly
 from runtime_core.process.core import ProcessCore
 from runtime_core.process.journaling import ProcessJournal
@@ -57,11 +58,16 @@ class Supervisor:
             if state not in DOWN:
                 raise StateError(state, S.STARTING, f"start() on process {core.name!r}")
             if state is S.FAILED:  # what the failed run left goes first: nothing runs twice
+                await self.journal.reopen_owned()  # closed by a failed start
                 await self._cancel_restart()
                 await self._teardown(DeadLetterReason.PROCESS_FAILED, keep_queue=True)
             core.stop_requested = False
             core.consecutive_failures = 0
-            await self._start_locked(restart=False)
+            try:
+                await self._start_locked(restart=False)
+            except BaseException:  # FAILED, and nothing left running: a program that gives
+                await self.journal.release()  # up on the process exits (stop() reopens it)
+                raise
 
     async def stop(self) -> None:
         core = self.core
@@ -79,8 +85,9 @@ class Supervisor:
             if self._already_down():
                 return
             self._stopping = True
-            await core.hooks.dispatch(HookEvent.SESSION_END, {"state": core.state.value})
             try:
+                await self.journal.reopen_owned()  # closed by a failed start
+                await core.hooks.dispatch(HookEvent.SESSION_END, {"state": core.state.value})
                 if core.state is not S.STOPPING:  # STOPPING here: a restart cut short by stop()
                     core.lifecycle.transition(S.STOPPING, reason="stop()")
                 await self._teardown(DeadLetterReason.PROCESS_STOPPED, keep_queue=False)
@@ -89,12 +96,15 @@ class Supervisor:
                 self.journal.checkpoint_soon()
                 core.lifecycle.transition(S.STOPPED, reason="stopped")
                 await self.journal.flush()
+                core.started_at = None
+                core.suspend_reason = None
+                for part in core.parts:
+                    part.stopped()
             finally:
                 self._stopping = False
-            core.started_at = None
-            core.suspend_reason = None
-            for part in core.parts:
-                part.stopped()
+                # Last, and whatever happened: the process's own journal closes with its stop,
+                # so a program that stops its processes exits; start() opens it again.
+                await self.journal.release()
             if core.config.context.conversation_clear_on_stop:
                 core.conversation.clear()
             core.notifier.emit(ProcessStopped(process=core.name, process_id=core.process_id))
@@ -111,8 +121,7 @@ class Supervisor:
         core.conversation.clear()
         for part in core.parts:  # secrets revoked, the inbox emptied, memory closed
             await part.close()
-        if core.journal is not None and self.journal.owns_journal:
-            await core.journal.close()
+        await self.journal.release()  # stop() closed it already, unless stop() was skipped
         self.assembly.release()
 
     async def shutdown(self) -> dict[str, int]:
@@ -177,9 +186,13 @@ class Supervisor:
     # -- internals -------------------------------------------------------------------------------
     async def _start_locked(self, *, restart: bool) -> None:
         core = self.core
+        if self.journal.prepared:  # closed by the last stop: open it before STARTING is journaled
+            with contextlib.suppress(Exception):  # a failure is raised again below, as FAILED
+                await self.journal.open()
         core.lifecycle.transition(S.STARTING, reason="restart" if restart else "start()")
         try:
-            await self.journal.open()
+            with config_field("journal"):
+                await self.journal.open()
             core.executor = await self.assembly.build()
             await self.triggers.start_all()
         except asyncio.CancelledError:

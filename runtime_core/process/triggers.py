@@ -12,6 +12,7 @@ from typing import Any
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock
 from runtime_core.delivery.dead_letters import DeadLetterReason
+from runtime_core.lifecycle import config_field
 from runtime_core.process.core import TriggerStatus
 from runtime_core.triggers.base import AcceptFn, AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
@@ -64,8 +65,9 @@ class TriggerSet:
     async def start_all(self) -> None:
         """Start every configured trigger; if one fails, stop those already started and raise."""
         try:
-            for trigger_id, config in self.configs.items():
-                await self._start(trigger_id, config)
+            for index, (trigger_id, config) in enumerate(self.configs.items()):
+                with config_field(f"triggers[{index}]"):  # the config's own order
+                    await self._start(trigger_id, config)
         except BaseException:
             await self.stop_all(keep_leftovers=True)
             raise

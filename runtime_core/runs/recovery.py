@@ -13,7 +13,7 @@ from typing import Any
 
 from runtime_core.delivery.dead_letters import DeadLetter
 from runtime_core.journal.entry import EntryType
-from runtime_core.journal.provider import JournalProvider, ReadFilter
+from runtime_core.journal.provider import JournalProvider, ReadFilter, StoredDeadLetter
 from runtime_core.journal.recorder import ProcessRecorder
 from runtime_core.journal.replay import ReplayEngine, RunRebuild, rebuild_run
 from runtime_core.runs.completion import MISSING_COMPLETION_EVIDENCE, Artifact
@@ -43,15 +43,24 @@ class Recovery:
     conversation: list[dict[str, Any]]
     invocation_count: int
     queued: list[TriggerEvent] = field(default_factory=list)
-    dead: list[DeadLetter] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)  # the newest dead_letter_size
+    dead_total: int = 0  # every dead letter the journal keeps
     resumable: dict[str, RecoveredRun] = field(default_factory=dict)  # by event id
     waiting: dict[str, RecoveredRun] = field(default_factory=dict)  # by run id
     failed: list[RecoveredRun] = field(default_factory=list)
     checkpoint: dict[str, Any] | None = None  # the last checkpoint's data (governance state)
 
 
+def stored_letter(stored: StoredDeadLetter) -> DeadLetter:
+    """A dead letter as the journal keeps it, as the process lists it."""
+    return DeadLetter(TriggerEvent.from_dict(stored.event), stored.reason, stored.error,
+                      stored.attempts,
+                      datetime.fromtimestamp(stored.dead_lettered_at, UTC).isoformat())
+
+
 async def recover_process(
-    journal: JournalProvider, recorder: ProcessRecorder, name: str, max_messages: int
+    journal: JournalProvider, recorder: ProcessRecorder, name: str, max_messages: int,
+    dead_letter_size: int = 100,
 ) -> Recovery | None:
     engine = ReplayEngine(journal)
     replayed = await engine.recover(name)
@@ -59,15 +68,13 @@ async def recover_process(
         return None
     conversation = await engine.conversation(name, max_messages)
     pending = [TriggerEvent.from_dict(e) for e in await journal.pending_events(name)]
-    dead = [
-        DeadLetter(TriggerEvent.from_dict(d.event), d.reason, d.error, d.attempts,
-                   datetime.fromtimestamp(d.dead_lettered_at, UTC).isoformat())
-        for d in await journal.dead_letters(name)
-    ]
+    dead_total = await journal.dead_letter_count(name)
+    dead = [stored_letter(d) for d in await journal.dead_letters(
+        name, offset=max(0, dead_total - dead_letter_size))]
     by_id = {event.event_id: event for event in pending}
     recovery = Recovery(
         summary={}, context_state=replayed["context_state"], conversation=conversation,
-        invocation_count=replayed["invocation_count"], dead=dead,
+        invocation_count=replayed["invocation_count"], dead=dead, dead_total=dead_total,
         checkpoint=replayed["checkpoint"],
     )
     for open_run in await journal.open_runs(name):
@@ -117,7 +124,7 @@ async def recover_process(
         "requeued_events": len(recovery.queued),
         "resumed_runs": len(recovery.resumable),
         "waiting_runs": len(recovery.waiting),
-        "dead_letters": len(dead),
+        "dead_letters": dead_total,
     }
     recorder.submit(EntryType.RECOVERED, dict(recovery.summary))
     return recovery

@@ -62,6 +62,8 @@ async def main() -> None:
     parser.add_argument("--exit-when-idle", action="store_true")
     parser.add_argument("--mcp", action="store_true",
                         help="peek and record are tools of an MCP stdio server")
+    parser.add_argument("--recover", choices=("true", "false", "strict"), default="true",
+                        help="the journal's recover_on_start")
     args = parser.parse_args()
     LEDGER = Path(args.ledger)
     record_args = {"item": "$payload.i"}
@@ -79,7 +81,9 @@ async def main() -> None:
             {"reply": "ok"},
         ]},
         servers=servers,
-        journal={"level": "checkpoint", "path": args.db},
+        journal={"level": "checkpoint", "path": args.db,
+                 "recover_on_start": {"true": True, "false": False}.get(args.recover,
+                                                                        args.recover)},
         trigger_delivery={"max_retries": 0},
         max_consecutive_failures=1000,
     )

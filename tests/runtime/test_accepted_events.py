@@ -82,6 +82,7 @@ async def test_a_burst_on_a_small_queue_runs_every_202_once_and_503s_the_rest(
         assert process.dead_letters == []
     finally:
         await process.close()
+        await journal.close()  # ours, not the process's: its threads end here
 
 
 async def test_inject_into_a_full_queue_is_dead_lettered_and_never_journaled_as_accepted(
@@ -101,6 +102,7 @@ async def test_inject_into_a_full_queue_is_dead_lettered_and_never_journaled_as_
         await wait_for(lambda: process.invocation_count == 3)
     finally:
         await process.close()
+        await journal.close()  # ours, not the process's: its threads end here
 
 
 async def test_a_pulling_trigger_waits_for_room_and_loses_nothing(tmp_path: Path) -> None:
@@ -123,3 +125,4 @@ async def test_a_pulling_trigger_waits_for_room_and_loses_nothing(tmp_path: Path
         assert process.dead_letters == []
     finally:
         await process.close()
+        await journal.close()  # ours, not the process's: its threads end here

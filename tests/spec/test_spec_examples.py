@@ -6,8 +6,8 @@ spec's text says about it is asserted. Changes beyond that are named in a commen
 are made: sleeps become polls with a timeout, journals go under ``tmp_path``, a webhook binds
 port 0 on 127.0.0.1, ``servers=`` is dropped where the example's point is not MCP.
 
-Processes are closed at the end of each test (``close()``, not only ``stop()``): see
-``test_program_that_stops_a_journaled_process_exits``.
+Processes are closed at the end of each test (``close()``: memory and secrets too); that
+``stop()`` alone lets a program exit is ``test_program_that_stops_a_journaled_process_exits``.
 
 run-lifecycle-and-recovery.md has no code example (prose and a state table only).
 """
@@ -277,17 +277,6 @@ async def test_recovery_after_a_clean_stop_replays_one_entry(
     assert process.recovered["entries_replayed"] == 1
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "issue 17 ('Defaults that keep their word'): "
-    "JournalConfig.level defaults to 'none' (journal/config.py), so the spec's "
-    "JournalConfig(path=...) without a level keeps no journal: no recovery, "
-    "journal_enabled False. The spec: JournalConfig's default level is 'checkpoint' "
-    "(journal-and-replay.md's level table; the '# level=\"checkpoint\"' comment in "
-    "agent-processes.md), while ProcessConfig has no journal by default (level='none'). "
-    "Fix: level default 'checkpoint' plus ProcessConfig.journal default_factory="
-    "lambda: JournalConfig(level='none'); not made here: it changes exclude_defaults dumps "
-    "(shown_config in the detail view and its snapshots) and what a manifest's "
-    "journal: {path: ...} means"))
 async def test_journal_config_with_only_a_path_journals_at_checkpoint_level(
         tmp_path: Path, closing: Callable[[AgentProcess], AgentProcess]) -> None:
     """agent-processes.md, "Recovery on start": ``journal=JournalConfig(path=
@@ -309,13 +298,6 @@ async def test_journal_config_with_only_a_path_journals_at_checkpoint_level(
     assert process.recovered["context_keys"] == ["counter"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "issue 17 ('A program that stops its processes exits'): "
-    "A program that start()s and stop()s a process with a SQLite journal does not exit: "
-    "stop() leaves the journal open (only close() closes it, process/supervisor.py) and "
-    "aiosqlite's connection threads are not daemon threads, so the interpreter waits for "
-    "them forever. DESIGN: 'A program that stops its processes exits.' The spec's examples "
-    "end with stop()"))
 def test_program_that_stops_a_journaled_process_exits(tmp_path: Path) -> None:
     """agent-processes.md, the opening example's ``await process.stop()`` ending
     ``asyncio.run(main())``, with the journal of "Recovery on start" added: once main() has

@@ -1,0 +1,173 @@
+"""``promptui run`` and ``promptui serve`` with a process that cannot start: each ends within a
+few seconds with status 1 and one error line naming the process, its manifest file, the field
+and the cause, and no traceback. Before, every case hung forever: the failed start skipped
+the runtime's close, and the journal's threads kept the interpreter alive."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_cli_demo import promptui_command
+
+ROOT = Path(__file__).resolve().parents[2]
+HANG = 60.0  # what a hang is; a failed start must end long before it
+FEW_SECONDS = 15.0
+SCRIPTED = "model: {provider: scripted, turns: [{reply: ok}]}\n"
+GOOD_TOOL = '''
+def fine() -> str:
+    """A tool that loads."""
+    return "fine"
+'''
+
+
+def manifest(name: str, body: str, model: str = SCRIPTED) -> str:
+    return f'version: "1.0"\nname: {name}\ninstructions: Do the thing.\n{model}{body}'
+
+
+def tools(*paths: str) -> str:
+    return "tools:\n" + "".join(f'  - {{path: "{p}", effect: read}}\n' for p in paths)
+
+
+# name -> (manifest body, model line, files beside the manifest, field, part of the cause)
+Case = tuple[str, str, dict[str, str], str, str]
+CASES: dict[str, Case] = {
+    "tool-not-importable": (tools("no_such_module_xyz:fn"), SCRIPTED, {}, "tools[0]",
+                            "cannot import module 'no_such_module_xyz'"),
+    "tool-not-in-module": (tools("goodtools:fine", "goodtools:nope"), SCRIPTED,
+                           {"goodtools.py": GOOD_TOOL}, "tools[1]",
+                           "module 'goodtools' has no attribute 'nope'"),
+    "tool-module-raises": (tools("raising_mod:fn"), SCRIPTED,
+                           {"raising_mod.py": "raise RuntimeError('boom at import')\n"},
+                           "tools[0]", "raised RuntimeError: boom at import"),
+    "tool-module-exits": (tools("exiting_mod:fn"), SCRIPTED,
+                          {"exiting_mod.py": "import sys\nsys.exit(3)\n"}, "tools[0]",
+                          "importing module 'exiting_mod' called sys.exit(3)"),
+    "tool-module-exits-0": (tools("quiet_exit_mod:fn"), SCRIPTED,
+                            {"quiet_exit_mod.py": "import sys\nsys.exit()\n"}, "tools[0]",
+                            "called sys.exit(None)"),
+    "script-missing": ("", "model: scripted:scripts/missing.yaml\n", {}, "model",
+                       "cannot read model script"),
+    "script-not-yaml": ("", "model: scripted:broken.yaml\n", {"broken.yaml": "turns: [\n"},
+                        "model", "is not valid YAML"),
+    "webhook-port-taken": (
+        "triggers:\n  - {type: interval, seconds: 3600}\n"
+        "  - {type: webhook, webhook_host: 127.0.0.1, webhook_port: PORT, webhook_path: /a}\n",
+        SCRIPTED, {}, "triggers[1]", "Address already in use"),
+    "watch-path-is-a-file": ("triggers:\n  - {type: file_watch, watch_path: WATCHED}\n",
+                             SCRIPTED, {"not-a-folder.txt": "x"}, "triggers[0]",
+                             "is not a directory"),
+    "mcp-server-exits": (
+        "servers:\n  ledger:\n    type: stdio\n    command: python\n"
+        '    args: ["-c", "import sys; sys.exit(2)"]\n', SCRIPTED, {}, "servers.ledger",
+        "MCP server 'ledger' could not be connected"),
+}
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port something else listens on."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def write_case(folder: Path, name: str, port: int) -> Path:
+    body, model, files, _, _ = CASES[name]
+    agents = folder / "agents"
+    agents.mkdir(parents=True)
+    body = body.replace("PORT", str(port))
+    body = body.replace("WATCHED", str(agents / "not-a-folder.txt"))
+    (agents / f"{name}.agent").write_text(manifest(name, body, model))
+    for file, text in files.items():
+        (agents / file).write_text(text)
+    return agents
+
+
+def run_cli(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PROMPTUI_TOKEN", None)
+    started = time.monotonic()
+    child = subprocess.Popen([*promptui_command(), *args], cwd=cwd, env=env, text=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    try:
+        out, err = child.communicate(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"promptui {' '.join(args)} still running after {HANG}s (it hangs)")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    return (subprocess.CompletedProcess(child.args, child.returncode, out, err),
+            time.monotonic() - started)
+
+
+COMMANDS: dict[str, Callable[[Path], list[str]]] = {
+    "run": lambda agents: ["run", str(agents)],
+    "serve": lambda agents: ["serve", str(agents), "--port", "0", "--log-level", "warning"],
+}
+
+
+def check_one_error(done: subprocess.CompletedProcess[str], took: float,
+                    expected: list[str]) -> str:
+    assert done.returncode == 1, f"status {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert took < FEW_SECONDS, f"took {took:.1f}s"
+    assert "Traceback" not in done.stderr and "Traceback" not in done.stdout, done.stderr
+    assert "CRITICAL" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    for part in expected:
+        assert part in errors[0], f"{part!r} not in {errors[0]!r}"
+    return errors[0]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_process_that_cannot_start_ends_the_command_with_one_line(
+        case: str, command: str, tmp_path: Path, taken_port: int) -> None:
+    agents = write_case(tmp_path, case, taken_port)
+    done, took = run_cli(COMMANDS[command](agents), tmp_path)
+    _, _, _, field, cause = CASES[case]
+    path = str(agents / f"{case}.agent")
+    error = check_one_error(done, took, [f"process {case!r} did not start", path, field,
+                                         cause])
+    assert f"{path}: {field}: " in error
+    if command == "run":  # nothing else on stderr, and no status table on stdout
+        assert done.stderr.strip().splitlines() == [error], done.stderr
+        assert "Stopped cleanly" not in done.stdout
+    else:
+        assert done.stderr.strip().splitlines()[-1] == error  # the last word
+        assert not (tmp_path / ".promptui" / "serve.json").exists()
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_the_processes_that_started_are_shut_down_with_the_one_that_did_not(
+        command: str, tmp_path: Path, taken_port: int) -> None:
+    """A healthy process beside a broken one: the command still ends, status 1, naming only
+    the broken one; the healthy one was shut down as for a restart (nothing dead-lettered)."""
+    agents = write_case(tmp_path, "script-missing", taken_port)
+    (agents / "healthy.agent").write_text(manifest("healthy", textwrap.dedent("""\
+        triggers:
+          - {type: interval, seconds: 3600}
+        """)))
+    done, took = run_cli(COMMANDS[command](agents), tmp_path)
+    error = check_one_error(done, took, ["'script-missing'", "model"])
+    assert "healthy" not in error
+    with sqlite3.connect(tmp_path / ".promptui" / "journal.db") as db:
+        kinds = [kind for (kind,) in db.execute(
+            "SELECT entry_type FROM entries WHERE process = 'healthy' ORDER BY seq")]
+    assert "shutdown" in kinds and "dead_lettered" not in kinds, kinds
+
