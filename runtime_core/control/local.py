@@ -179,7 +179,12 @@ class LocalControl:
 
     async def clear_dead_letters(self, name: str) -> int:
         self._mutating("clear dead letters")
-        return self._process(name).clear_dead_letters()
+        process = self._process(name)
+        count = process.clear_dead_letters()
+        if process.journal is not None and process.state is not ProcessState.CREATED:
+            with contextlib.suppress(JournalError):  # the in-memory list is cleared already
+                await process.journal.flush()  # readers page the journal: it must agree
+        return count
 
     async def reconcile(self, name: str, run_id: str, outcome: str, *, result: Any = None,
                         note: str = "") -> None:

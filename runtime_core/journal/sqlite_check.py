@@ -165,8 +165,11 @@ def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> li
                         f"entry {process}:{checkpoint}, the entries say {process}:"
                         f"{seen_checkpoint}")
     for run_id in sorted(unfinished | set(indexed)):
+        # What recovery reads of the run (its process's entries by the run index), from where
+        # the scan above started: a fork's copies or an older use of the id are not damage.
         found = {int(r[0]) for r in conn.execute(
-            "SELECT id FROM entries INDEXED BY entries_by_run WHERE run_id = ?", (run_id,))}
+            "SELECT id FROM entries INDEXED BY entries_by_run WHERE run_id = ? AND process = ? "
+            "AND seq >= ?", (run_id, process, start))}
         table = rows_of.get(run_id, {})
         missed = ", ".join(f"{process}:{table[i]}" for i in sorted(set(table) - found))
         if missed:

@@ -32,7 +32,12 @@ class Operator:
             older = delivery.dead_letter_total - listed
             stored = [stored_letter(d) for d in await core.journal.dead_letters(
                 core.name, limit=older)]
-        return delivery.redeliver(wanted, stored)
+        moved = delivery.redeliver(wanted, stored)
+        if moved and core.journal is not None:
+            # The journal's list is what readers page through: once this returns, a reader
+            # must not see the letters it moved as still dead.
+            await core.journal.flush()
+        return moved
 
     async def reconcile(self, run_id: str, outcome: str, *, result: Any, note: str,
                         actor: str) -> None:

@@ -280,7 +280,7 @@ async def test_concurrent_runs_do_not_interleave_conversation_messages() -> None
     process = AgentProcess(
         "p",
         ProcessConfig(model=scripted({"sleep": 0.01, "reply": "r"}), concurrency=4,
-                      context={"conversation_max_messages": 0}),
+                      context={"conversation_max_messages": 50}),
     )
     await process.start()
     for i in range(12):
