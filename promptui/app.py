@@ -25,7 +25,7 @@ from textual.theme import Theme
 from promptui.actions import GLOBAL_ACTIONS, ActionSpec, bindings, find, refusal
 from promptui.screens.base import LiveScreen, OpenIncidents, OpenProcess, OpenTimeline, Room
 from promptui.screens.dashboard import DashboardScreen
-from promptui.screens.dialogs import ConfirmDialog, InjectDialog, InjectRequest
+from promptui.screens.dialogs import ChoiceDialog, ConfirmDialog, InjectDialog, InjectRequest
 from promptui.screens.help import HelpScreen, TooSmallScreen
 from promptui.store import UIStore
 from runtime_core.control import ControlError, ControlPlane, EventStream
@@ -35,6 +35,7 @@ DRAIN_LIMIT = 20_000  # events folded per tick at most; the stream keeps the res
 DEFAULT_HZ = 10.0
 DEFAULT_THEME = "promptui-dark"
 LOW_BANDWIDTH_HZ = 3.0
+STOP_DRAIN_SECONDS = 30.0  # the stop dialog's drain: as long as serve's default
 
 
 def tune_gc() -> None:
@@ -258,13 +259,26 @@ class ControlRoom(App[None]):
             self.command(f"start {name}", lambda: self.control.start(name))
             return
 
-        def confirmed(ok: bool | None) -> None:
-            if ok:
-                self.command(f"stop {name}", lambda: self.control.stop(name))
+        row = self.store.processes.get(name)
+        running = row.active_runs if row is not None else 0
 
-        self.push_screen(ConfirmDialog(
-            f"Stop {name}?", "Runs in flight finish; queued events go to the dead letters, "
-            "journaled, ready to redeliver.", "Stop"), confirmed)
+        def chosen(choice: str | None) -> None:
+            if choice == "drain":
+                self.command(f"stop {name} (draining)",
+                             lambda: self.control.stop(name, STOP_DRAIN_SECONDS))
+            elif choice == "now":
+                self.command(f"stop {name}", lambda: self.control.stop(name, 0.0))
+
+        queued = "Queued events go to the dead letters, journaled, ready to redeliver."
+        if not running:
+            self.push_screen(ChoiceDialog(f"Stop {name}?", queued, [("now", "Stop")]), chosen)
+            return
+        self.push_screen(ChoiceDialog(
+            f"Stop {name}? {running} run(s) in flight",
+            f"Drain: they finish first (up to {STOP_DRAIN_SECONDS:g} s) while no new event "
+            "is taken. Stop now: they are cancelled; a write cut off waits for an operator to "
+            f"reconcile. {queued}",
+            [("drain", "Drain, then stop"), ("now", "Stop now")]), chosen)
 
     def action_suspend_resume(self) -> None:
         name = self._target()

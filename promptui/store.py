@@ -25,6 +25,8 @@ FEED_KINDS = {
     "event.dead_lettered": "warning",
     "run.waiting": "critical",
     "journal.damaged": "critical",
+    "journal.fault": "critical",
+    "process.draining": "info",
     "mission.failed": "critical",
     "mission.complete": "info",
     "health.recovered": "info",
@@ -75,6 +77,12 @@ def describe(event: RuntimeEvent) -> str:
         return f"run {get('run_id')[:8]} waits: {get('reason')}"
     if kind == "journal.damaged":
         return f"journal damaged: {get('reason')}"
+    if kind == "journal.fault":
+        reason = get("reason")
+        return (f"journal {get('path')} cannot be written: {reason}; events are refused"
+                if reason else f"journal {get('path')} writes again")
+    if kind == "process.draining":
+        return f"draining: {get('runs')} run(s) may finish, up to {get('timeout'):g} s"
     if kind.startswith("mission."):
         return f"mission {get('state')}: {get('reason')}"
     if kind == "health.recovered":
@@ -119,8 +127,9 @@ class UIStore:
                 self.incident_changes += 1
                 severity = INCIDENT_FEED.get(getattr(event, "action", ""))
             if severity is not None:
-                if event.kind == "escalation.sent" and not getattr(event, "error", ""):
-                    severity = "info"
+                if event.kind in ("escalation.sent", "journal.fault") and not getattr(
+                        event, "error", "") and not getattr(event, "reason", ""):
+                    severity = "info"  # delivered / writing again
                 line = FeedLine(event.timestamp, severity, event.process, event.kind,
                                 describe(event))
                 feed.append(line)
@@ -163,6 +172,17 @@ class UIStore:
         for summary in self.processes.values():
             counts[summary.state] = counts.get(summary.state, 0) + 1
         return counts
+
+    @property
+    def journal_faults(self) -> int:
+        """Processes whose journal cannot be written now."""
+        return sum(1 for s in self.processes.values() if s.journal_fault)
+
+    @property
+    def draining(self) -> tuple[int, int]:
+        """Processes draining, and the runs they still let finish."""
+        rows = [s for s in self.processes.values() if s.draining]
+        return len(rows), sum(s.active_runs for s in rows)
 
     @property
     def total_queued(self) -> int:

@@ -83,6 +83,9 @@ class ProcessConfig(StrictModel):
     restart_policy: Literal["never", "on_failure", "always"] = "never"
     max_restarts: Annotated[int, Field(ge=0)] = 3
     restart_backoff: Annotated[float, Field(ge=0)] = 1.0
+    # How long a stop lets the runs in flight finish (taking no new event) before it cancels
+    # them. None: stop() cancels at once, and 'promptui serve'/'run' use --drain-timeout.
+    drain_timeout: Annotated[float, Field(ge=0, le=3600)] | None = None
     trigger_delivery: TriggerDeliveryConfig = Field(default_factory=TriggerDeliveryConfig)
     run_budget: RunBudgetConfig = Field(default_factory=RunBudgetConfig)
     # No journal section, no journal; a section with only a path journals at checkpoint level.

@@ -58,6 +58,16 @@ class ProcessStopped(RuntimeEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessDraining(RuntimeEvent):
+    """A stop that lets the runs in flight finish first (up to ``timeout`` seconds)."""
+
+    kind: ClassVar[str] = "process.draining"
+    process_id: str
+    runs: int
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessFailed(RuntimeEvent):
     kind: ClassVar[str] = "process.failed"
     severity: ClassVar[Severity] = "critical"
@@ -177,6 +187,17 @@ class JournalDamaged(RuntimeEvent):
     path: str
     reason: str
     moved_to: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalFault(RuntimeEvent):
+    """A journal could not be written (degraded: events are refused) or writes again."""
+
+    kind: ClassVar[str] = "journal.fault"
+    severity: ClassVar[Severity] = "critical"
+    path: str
+    reason: str  # empty: it writes again
+    processes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

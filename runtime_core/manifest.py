@@ -51,6 +51,7 @@ MANIFEST_KEYS: dict[str, str] = {
     "inbox": "operator messages and questions (send_message, ask)",
     "memory": "long-term memory: {provider: in_memory|sqlite, path, auto_inject, ...}",
     "incidents": "incidents from webhook/event fingerprints: {fingerprint, reopen_window, ...}",
+    "drain_timeout": "seconds a stop lets the runs in flight finish before cancelling them",
 }
 NOT_YET_APPLIED: tuple[str, ...] = ()
 #: Always the absolute folder of the manifest being read (e.g. a server script beside it).
@@ -62,7 +63,7 @@ FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "too
                  "mission": "mission", "servers": "servers", "profile": "profile",
                  "memory": "memory",
                  "execution_mode": "execution_mode", "open_mode": "open_mode",
-                 "incidents": "incidents"}
+                 "incidents": "incidents", "drain_timeout": "drain_timeout"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +217,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     raw: dict[str, Any] = {}
     for key in ("model", "instructions", "tools", "triggers", "health", "budget", "secrets",
                 "inbox", "mission", "servers", "profile", "memory", "incidents", "execution_mode",
-                "open_mode"):
+                "open_mode", "drain_timeout"):
         if key in data:
             raw[key] = data[key]
     raw["journal"] = data["journal"] if data.get("journal") is not None else {

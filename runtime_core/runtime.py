@@ -12,9 +12,10 @@ from runtime_core.agent.model import Model
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock, SystemClock
 from runtime_core.config import ProcessConfig
-from runtime_core.events import EventNotifier, JournalDamaged
+from runtime_core.events import EventNotifier, JournalDamaged, JournalFault
 from runtime_core.governance.hooks import HookManager
 from runtime_core.journal.factory import make_journal, preflight, share_journal
+from runtime_core.journal.faults import FaultState
 from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.sqlite import DamagedJournal
 from runtime_core.lifecycle import field_of, one_line
@@ -55,6 +56,9 @@ class AgentRuntime:
         if journal is None:
             journal = make_journal(cfg, self._on_journal_damage)
             self._journals[key] = journal
+            faults = getattr(journal, "faults", None)
+            if isinstance(faults, FaultState):
+                faults.listen(lambda reason, j=journal: self._on_journal_fault(j, reason))
         else:
             share_journal(journal, cfg)
         return journal
@@ -70,6 +74,20 @@ class AgentRuntime:
         self.notifier.emit(JournalDamaged(process="*", path=str(damage.path),
                                           reason=damage.reason,
                                           moved_to=str(damage.moved_to or "")))
+
+    def _on_journal_fault(self, journal: JournalProvider, reason: str | None) -> None:
+        on_it = tuple(name for name, p in self._processes.items() if p.journal is journal)
+        self.notifier.emit(JournalFault(process="*", path=str(getattr(journal, "path", "")),
+                                        reason=reason or "", processes=on_it))
+
+    def journal_faults(self) -> dict[str, str]:
+        """The journals that cannot be written now (path -> why); empty when all write."""
+        found: dict[str, str] = {}
+        for journal in self._journals.values():
+            faults = getattr(journal, "faults", None)
+            if isinstance(faults, FaultState) and faults.reason is not None:
+                found[str(getattr(journal, "path", ""))] = faults.reason
+        return found
 
     @property
     def processes(self) -> dict[str, AgentProcess]:
@@ -172,18 +190,32 @@ class AgentRuntime:
         if self.start_failures:
             raise next(iter(self.start_failures.values()))
 
-    async def stop_all(self) -> None:
+    def _drains(self, drain_timeout: float | None) -> dict[str, float | None]:
+        """Each process's drain: its own ``drain_timeout`` when its config sets one, else
+        ``drain_timeout`` (None: the process's default)."""
+        return {name: p.config.drain_timeout if p.config.drain_timeout is not None
+                else drain_timeout for name, p in self._processes.items()}
+
+    async def stop_all(self, drain_timeout: float | None = None) -> None:
         """Stop every process, then close the journals they share: nothing is left running
         that would keep the program from exiting. start_all() (or a process's start()) opens
-        them again."""
+        them again. With ``drain_timeout`` the runs in flight may finish first (all processes
+        drain at once; a process's own ``drain_timeout`` wins)."""
+        drains = self._drains(drain_timeout)
         try:  # every stop ends before a journal closes, even when one of them raises
-            results = await asyncio.gather(*(p.stop() for p in list(self._processes.values())),
+            results = await asyncio.gather(*(p.stop(drains.get(p.name)) for p in
+                                             list(self._processes.values())),
                                            return_exceptions=True)
         finally:
             await self._close_journals()
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+
+    def end_drains(self) -> None:
+        """Cut every drain under way short: the runs still in flight are cancelled now."""
+        for process in self._processes.values():
+            process.end_drain()
 
     async def _close_journals(self) -> None:
         for journal in self._journals.values():
@@ -210,13 +242,16 @@ class AgentRuntime:
         finally:  # a process that failed to stop must not leave a journal (and its thread) open
             await self._close_journals()
 
-    async def shutdown(self) -> dict[str, dict[str, int]]:
+    async def shutdown(self, drain_timeout: float | None = None) -> dict[str, dict[str, int]]:
         """Close for a service restart (SIGTERM): every process as ``AgentProcess.shutdown``,
         so the next start on the same journals takes back the queued events and the runs in
-        flight instead of finding them dead-lettered. Returns each process's counts."""
+        flight instead of finding them dead-lettered. With ``drain_timeout`` the runs in
+        flight may finish first, as for stop_all(). Returns each process's counts."""
+        drains = self._drains(drain_timeout)
         try:
             processes = list(self._processes.values())
-            results = await asyncio.gather(*(p.shutdown() for p in processes),
+            results = await asyncio.gather(*(p.shutdown(drains.get(p.name))
+                                             for p in processes),
                                            return_exceptions=True)
             counts: dict[str, dict[str, int]] = {}
             for process, result in zip(processes, results, strict=True):

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from promptui.cli.options import (
     BUNDLED_DEMO,
+    DRAIN_OPTION,
     PATHS_ARGUMENT,
     console,
     err,
@@ -38,6 +39,7 @@ def run(
     paths: list[Path] = PATHS_ARGUMENT,
     seconds: float | None = SECONDS_OPTION,
     as_json: bool = json_option("Print the final status as JSON."),
+    drain_timeout: float = DRAIN_OPTION,
 ) -> None:
     """Run processes headless with a live status table; Ctrl+C stops them cleanly."""
     import asyncio
@@ -45,7 +47,7 @@ def run(
     runtime = load_or_exit(paths)
     try:
         final = asyncio.run(run_headless(runtime, seconds=seconds, live=not as_json,
-                                         console=console))
+                                         console=console, drain_timeout=drain_timeout))
     except StartFailed as failed:
         raise failed.exit() from None
     if as_json:
@@ -61,7 +63,7 @@ def demo(
     as_json: bool = json_option("Print the final status as JSON."),
 ) -> None:
     """Run the bundled offline demo (the same as 'promptui run' with no paths)."""
-    run(paths=[BUNDLED_DEMO], seconds=seconds, as_json=as_json)
+    run(paths=[BUNDLED_DEMO], seconds=seconds, as_json=as_json, drain_timeout=30.0)
 
 
 def status_table(runtime: AgentRuntime, elapsed: float, width: int = 120) -> Table:
@@ -79,6 +81,10 @@ def status_table(runtime: AgentRuntime, elapsed: float, width: int = 120) -> Tab
         status = process.status()
         state = status["state"] + (f" ({status['suspend_reason']})"
                                    if status["suspend_reason"] else "")
+        if status.get("draining"):
+            state = f"draining ({status['draining']['runs_left']} left)"
+        if status.get("journal_fault"):
+            state += " [journal degraded]"
         table.add_row(name, state, str(status["invocation_count"]),
                       str(status["consecutive_failures"]), str(status["restart_count"]),
                       str(status["queue_size"]), str(status["pending_retries"]),
@@ -133,7 +139,9 @@ def snapshot(runtime: AgentRuntime) -> dict[str, Any]:
 
 
 async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bool,
-                       console: Console) -> dict[str, Any]:
+                       console: Console, drain_timeout: float = 0.0) -> dict[str, Any]:
+    """Start, show the table until ``seconds`` or a signal, then stop: the runs in flight may
+    finish first (``drain_timeout``; a second signal cuts it short)."""
     import asyncio
 
     # Log lines go through the live display's console so they print above the table.
@@ -145,15 +153,22 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
         root.setLevel(logging.WARNING)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+
+    def on_signal() -> None:
+        if stop.is_set():  # a second signal: the drain ends now
+            runtime.end_drains()
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
     started = loop.time()
     try:
         await start_or_fail(runtime)
     except BaseException:
         root.removeHandler(handler)
         raise
+    stopping: asyncio.Task[None] | None = None
     try:
         with Live(console=console, auto_refresh=False, transient=False) as view:
             while not stop.is_set():
@@ -164,8 +179,18 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
                     view.update(status_table(runtime, elapsed, console.width), refresh=True)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.5)
+            stop.set()  # a signal from here on cuts the drain short
+            stopping = asyncio.ensure_future(runtime.stop_all(drain_timeout))
+            while not stopping.done():  # the table shows the drain as it goes
+                if live:
+                    view.update(status_table(runtime, loop.time() - started, console.width),
+                                refresh=True)
+                await asyncio.wait((stopping,), timeout=0.5)
     finally:
-        await runtime.stop_all()
+        if stopping is None:
+            await runtime.stop_all()
+        else:
+            await stopping
         final = snapshot(runtime)
         await runtime.close()
         root.removeHandler(handler)

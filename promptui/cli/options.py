@@ -245,3 +245,9 @@ def load_or_exit(paths: list[Path] | None, *, journal: Path | None = None) -> Ag
     except JournalError as exc:
         raise fail(str(exc)) from None
     return runtime
+
+
+DRAIN_OPTION = typer.Option(
+    30.0, "--drain-timeout", min=0, max=3600, metavar="SECONDS",
+    help="On SIGTERM or Ctrl+C, let the runs in flight finish first, up to this long (a "
+    "process's own drain_timeout wins); 0 stops at once. A second signal stops at once.")

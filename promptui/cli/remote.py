@@ -24,6 +24,7 @@ from promptui.cli.options import (
     TOKEN_OPTION,
     URL_OPTION,
     check_process,
+    err,
     fail,
     json_option,
     need_server,
@@ -69,6 +70,7 @@ def status(
     info, processes = on_server(target, read)
     if as_json:
         print(json.dumps({"runtime": info.get("name"), "url": target.url, "source": "server",
+                          "journal_faults": info.get("journal_faults") or {},
                           "processes": [asdict(p) for p in processes]}, indent=2))
         return
     table = Table(title=f"{escape(str(info.get('name', '')))} @ {escape(target.url)}",
@@ -77,8 +79,15 @@ def status(
     for heading in ("process", "state", "queue", "runs", "fails", "dead", "wait", "health"):
         table.add_column(heading, no_wrap=True)
     table.add_column("last outcome", no_wrap=True, overflow="ellipsis", ratio=1)
+    faults = info.get("journal_faults") or {}
+    for path, why in faults.items():
+        err.print(f"[red]journal degraded:[/red] {escape(path)}: {escape(why)}")
     for p in processes:
         state = f"{p.state} ({p.suspend_reason})" if p.suspend_reason else p.state
+        if p.draining:
+            state = f"draining ({p.active_runs} left)"
+        if p.journal_fault:
+            state = f"{state}, journal degraded"
         table.add_row(escape(p.name), escape(state), f"{p.queue_depth}/{p.queue_capacity}",
                       f"{p.invocations} (+{p.active_runs})" if p.active_runs else
                       str(p.invocations), str(p.failure_streak), str(p.dead_letters),
@@ -87,11 +96,12 @@ def status(
 
 
 # -- start, stop, suspend, resume, restart -----------------------------------------------------
-def _lifecycle(action: str, name: str, url: str | None, token: str | None) -> None:
+def _lifecycle(action: str, name: str, url: str | None, token: str | None,
+               **options: Any) -> None:
     target = need_server(url, token)
 
     async def go(control: RemoteControl) -> str:
-        await getattr(control, action)(name)
+        await getattr(control, action)(name, **options)
         return str((await control.process_status(name)).get("state", "?"))
 
     out.print(f"{escape(name)}: {on_server(target, go)}")
@@ -104,9 +114,15 @@ def start(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
 
 
 def stop(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
-         token: str | None = TOKEN_OPTION) -> None:
+         token: str | None = TOKEN_OPTION,
+         drain: float | None = typer.Option(
+             None, "--drain", min=0, max=3600, metavar="SECONDS",
+             help="Let the runs in flight finish first, up to this long (default: the "
+             "process's drain_timeout, else none).")) -> None:
     """Stop a process of the served runtime (its queued events go to the dead letters)."""
-    _lifecycle("stop", name, url, token)
+    if drain is not None:
+        out.print(f"{escape(name)}: draining, up to {drain:g} s ...")
+    _lifecycle("stop", name, url, token, drain_timeout=drain)
 
 
 def suspend(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,

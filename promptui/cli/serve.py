@@ -23,6 +23,7 @@ from promptui.cli.headless import StartFailed
 from promptui.cli.options import (
     BUNDLED_DEMO,
     DISCOVERY_FILE,
+    DRAIN_OPTION,
     PATHS_ARGUMENT,
     RUNTIME_JOURNAL_OPTION,
     err,
@@ -156,6 +157,7 @@ def serve(
     log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", help="Least log level."),
     max_body: int = typer.Option(_GuardDefault(), "--max-body", min=1,
                                  help="Largest request body in bytes."),
+    drain_timeout: float = DRAIN_OPTION,
 ) -> None:
     """Run the runtime headless behind the HTTP control API (Ctrl+C or SIGTERM stops it)."""
     import asyncio
@@ -181,7 +183,7 @@ def serve(
     name = "demo" if not paths else ", ".join(p.name for p in targets)[:40]
     control = LocalControl(runtime, name=name, read_only=read_only)
     app = create_app(control, token=token, read_only=read_only, loopback_only=loopback,
-                     max_body=max_body)
+                     max_body=max_body, drain_timeout=drain_timeout)
     app.add_middleware(_QuietStartFailure, failed=lambda: bool(runtime.start_failures))
     from_env = where == TOKEN_ENV
     shown = "token from PROMPTUI_TOKEN" if from_env else f"token in {where}"

@@ -49,6 +49,41 @@ class ConfirmDialog(ModalScreen[bool]):
         self.dismiss(False)
 
 
+class ChoiceDialog(ModalScreen[str | None]):
+    """Cancel (focused, escape) or one of several actions; returns the chosen action's id."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel")]
+
+    def __init__(self, title: str, body: str, choices: list[tuple[str, str]]) -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = title
+        self.body = body
+        self.choices = choices  # (id, label), the last one the most drastic
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Static(self.body, classes="dialog-body")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                for index, (choice, label) in enumerate(self.choices):
+                    last = index == len(self.choices) - 1
+                    yield Button(label, id=f"choice-{choice}",
+                                 variant="error" if last else "primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        pressed = event.button.id or ""
+        self.dismiss(pressed.removeprefix("choice-") if pressed.startswith("choice-")
+                     else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class AskDialog(ModalScreen[str | None]):
     """One line of input, checked as typed; enter or OK returns it, escape returns None."""
 

@@ -27,6 +27,14 @@ class StatusHeader(Static):
         text.append(f" {runtime_name} ", style="bold")
         text.append(clock(now), style="dim")
         text.append("  ")
+        faults = store.journal_faults
+        if faults:  # the runtime refuses events until its journal writes again
+            text.append(f" journal degraded ({faults}) ", style="bold white on red")
+            text.append("  ")
+        draining, runs_left = store.draining
+        if draining:
+            text.append(f" draining {runs_left} run(s) ", style="bold black on cyan")
+            text.append("  ")
         if link:  # attached and the server went away: the view below is the last one seen
             text.append(f" ⟳ {link.split(':', 1)[0]} ", style="bold white on red")
             text.append("  ")

@@ -70,13 +70,18 @@ def last_cell(row: ProcessSummary, now: float) -> Cell:
 def cells(row: ProcessSummary, now: float) -> dict[str, Cell]:
     """Plain (text, style) pairs; a Rich Text is only built for a cell that changed."""
     state = row.state + ("*" if row.suspend_reason else "")
+    state_style = STATE_STYLES.get(row.state, "")
+    if row.draining:  # a stop letting its runs finish: how many are left
+        state, state_style = f"draining {row.active_runs}", "bold cyan"
+    if row.journal_fault:  # nothing can be made durable: events are refused
+        state, state_style = "degraded", "bold white on red"
     health_style = "green" if row.health == "ok" else "dim" if row.health == "off" else "yellow"
     use = row.budget_use
     budget = "-" if use is None else f"{use * 100:.0f}%"
     budget_style = "red" if (use or 0) >= 1 else "yellow" if (use or 0) >= 0.8 else ""
     return {
         "name": (row.name, "bold" if row.waiting_runs else ""),
-        "state": (state, STATE_STYLES.get(row.state, "")),
+        "state": (state, state_style),
         "queue": queue_cell(row.queue_depth, row.queue_capacity),
         "runs": (str(row.active_runs), "") if not row.waiting_runs else (
             f"{row.active_runs}!", "bold red"),

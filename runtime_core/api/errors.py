@@ -28,6 +28,7 @@ STATUS_OF_CODE = {
     "INVALID_REQUEST": 422,
     "HEALTH_DISABLED": 400,
     "REFUSED": 409,
+    "JOURNAL_UNAVAILABLE": 503,  # degraded: try again once the journal writes again
 }
 
 
@@ -43,7 +44,9 @@ def _where(loc: tuple[Any, ...] | list[Any]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ControlError)
     async def control_error(_: Request, exc: ControlError) -> JSONResponse:
-        return error_response(STATUS_OF_CODE.get(exc.code, 409), exc.code, str(exc))
+        status = STATUS_OF_CODE.get(exc.code, 409)
+        return error_response(status, exc.code, str(exc),
+                              headers={"Retry-After": "5"} if status == 503 else None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

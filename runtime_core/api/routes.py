@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request
 from pydantic import AfterValidator, BaseModel, Field, model_validator
-from starlette.responses import StreamingResponse
+from starlette.responses import JSONResponse, StreamingResponse
 
 from runtime_core.api import storable
 from runtime_core.api.event_log import EventLog
@@ -85,6 +85,12 @@ class RuntimeInfo(BaseModel):
     read_only: bool
     boot: str
     process_count: int
+    journal_faults: dict[str, str] = Field(default_factory=dict)  # path -> why it can't write
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    journal_faults: dict[str, str] = Field(default_factory=dict)
 
 
 class Done(BaseModel):
@@ -108,9 +114,17 @@ def log_of(request: Request) -> EventLog:
 
 
 # -- the runtime ----------------------------------------------------------------------------
-@router.get("/health", summary="Liveness (no token needed)")
-async def health() -> dict[str, str]:
-    return {"status": "ok"}
+@router.get("/health", summary="Liveness (no token needed): 503 while a journal cannot be "
+            "written", response_model=Health, response_model_exclude_defaults=True,
+            responses={503: {"model": Health, "description": "a journal cannot be written: "
+                             "events are refused until it writes again"}})
+async def health(request: Request) -> Any:
+    faults = (await control_of(request).runtime_info()).get("journal_faults") or {}
+    if faults:  # a load balancer stops sending; the runtime heals by itself
+        body = Health(status="degraded", journal_faults={
+            path: f"journal {path}: {why}" for path, why in faults.items()})
+        return JSONResponse(body.model_dump(), 503, headers={"Retry-After": "5"})
+    return Health(status="ok")
 
 
 @router.get("/runtime", response_model=RuntimeInfo)
@@ -118,7 +132,8 @@ async def runtime_info(request: Request) -> RuntimeInfo:
     info = await control_of(request).runtime_info()
     return RuntimeInfo(name=info["name"], version=request.app.version,
                        read_only=request.app.state.read_only, boot=log_of(request).boot,
-                       process_count=info["process_count"])
+                       process_count=info["process_count"],
+                       journal_faults=info.get("journal_faults") or {})
 
 
 @router.get("/events", summary="Server-sent runtime events (resumable with Last-Event-ID)",
@@ -158,8 +173,14 @@ async def start(request: Request, name: str) -> Done:
 
 
 @router.post("/processes/{name}/stop", response_model=Done)
-async def stop(request: Request, name: str) -> Done:
-    return await _command(request, name, "stop")
+async def stop(request: Request, name: str,
+               drain_timeout: Annotated[float | None, Query(
+                   ge=0, le=3600, description="Let the runs in flight finish first, up to "
+                   "this many seconds (default: the process's drain_timeout, else none)")] = None,
+               ) -> Done:
+    control = control_of(request)
+    await control.stop(name, drain_timeout)
+    return Done(name=name, state=(await control.process_status(name))["state"])
 
 
 @router.post("/processes/{name}/restart", response_model=Done)

@@ -26,7 +26,10 @@ VERSION = "1"
 
 def create_app(control: LocalControl, *, token: str, read_only: bool = False,
                loopback_only: bool = True, max_body: int = DEFAULT_MAX_BODY,
-               start_processes: bool = True) -> FastAPI:
+               start_processes: bool = True, drain_timeout: float | None = None) -> FastAPI:
+    """``drain_timeout``: on SIGTERM or Ctrl+C the runs in flight may finish first, up to
+    that long, while the API still answers (None: each process's own, else none)."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.event_log = EventLog(control.notifier)
@@ -38,8 +41,9 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
         finally:
             app.state.event_log.close()
             # The next start takes back what is queued or in flight; 'promptui serve' says how
-            # much from these counts.
-            app.state.left = await control.shutdown()
+            # much from these counts. A signal's drain may have shut down already.
+            if getattr(app.state, "left", None) is None:
+                app.state.left = await control.shutdown(0.0)
             app.state.closed = True  # read by 'promptui serve' to tell a clean stop
 
     app = FastAPI(title="promptui control API", version=VERSION, lifespan=lifespan,
@@ -48,6 +52,8 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
                   "triggers, the journal, runs, rewind, health and incidents. Every route but "
                   "/api/v1/health needs 'Authorization: Bearer <token>'.")
     app.state.control = control
+    app.state.drain_timeout = drain_timeout
+    app.state.left = None
     app.state.read_only = read_only or control.read_only
     errors.install(app)
     app.include_router(router)
@@ -57,13 +63,38 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
 
 
 class _Server(uvicorn.Server):
-    """Ends the event streams first on SIGTERM, or uvicorn would wait on them forever; and
-    does not raise the signal again after the clean stop (uvicorn's default), so a SIGTERM
-    ends the process with status 0."""
+    """On the first SIGTERM or Ctrl+C, drains (the runs in flight finish while the API still
+    answers and shows them draining), then ends the event streams, or uvicorn would wait on
+    them forever, and stops; a second signal cuts the drain short. It does not raise the
+    signal again after the clean stop (uvicorn's default), so a SIGTERM ends with status 0."""
 
     on_exit: Callable[[], None] | None = None
+    drain: Callable[[], Any] | None = None  # the shutdown with its drain: a coroutine
+    cut: Callable[[], None] | None = None
+    _draining: asyncio.Task[None] | None = None
 
     def handle_exit(self, sig: int, frame: Any) -> None:
+        if self.drain is not None and self._draining is None and self.started \
+                and not self.should_exit:
+            self._draining = asyncio.get_running_loop().create_task(self._drain_then_exit())
+            log.info("stopping: the runs in flight may finish first (a second signal stops "
+                     "at once)")
+            return
+        if self._draining is not None and not self._draining.done() and self.cut is not None:
+            log.warning("stopping now: the runs still in flight are cancelled")
+            self.cut()
+            return
+        self._exit_now(sig)
+
+    async def _drain_then_exit(self) -> None:
+        assert self.drain is not None
+        try:
+            await self.drain()
+        except Exception:
+            log.exception("the drain failed; stopping")
+        self._exit_now(signal.SIGTERM)
+
+    def _exit_now(self, sig: int) -> None:
         if self.on_exit is not None:
             self.on_exit()
         if self.should_exit and sig == signal.SIGINT:
@@ -84,6 +115,15 @@ def make_server(app: FastAPI, *, host: str, port: int,
             event_log.close()
 
     server.on_exit = close_streams
+    control: LocalControl = app.state.control
+    drain_timeout: float | None = app.state.drain_timeout
+    if drain_timeout is None or drain_timeout > 0:
+
+        async def drain() -> None:
+            app.state.left = await control.shutdown(drain_timeout)
+
+        server.drain = drain
+        server.cut = control.end_drains
     if on_ready is not None:
         original = server.startup
 

@@ -78,7 +78,8 @@ class LocalControl:
     # -- reads -----------------------------------------------------------------------------
     async def runtime_info(self) -> dict[str, Any]:
         return {"name": self._name, "read_only": self._read_only,
-                "process_count": len(self.runtime.processes)}
+                "process_count": len(self.runtime.processes),
+                "journal_faults": self.runtime.journal_faults()}
 
     async def list_processes(self) -> list[ProcessSummary]:
         return [views.summary(p) for p in self.runtime.processes.values()]
@@ -126,12 +127,15 @@ class LocalControl:
                                "process can be started")
         await process.start()
 
-    async def stop(self, name: str) -> None:
+    async def stop(self, name: str, drain_timeout: float | None = None) -> None:
         self._mutating("stop")
         process = self._process(name)
         if process.state.value in ("stopped", "created"):
             raise ControlError(f"{name} is already {process.state.value}")
-        await process.stop()
+        if drain_timeout is not None and not 0 <= drain_timeout <= 3600:
+            raise ControlError(f"drain_timeout {drain_timeout:g} must be 0 to 3600 seconds",
+                               "INVALID_REQUEST")
+        await process.stop(drain_timeout)
 
     async def restart(self, name: str) -> None:
         self._mutating("restart")
@@ -168,8 +172,14 @@ class LocalControl:
         except Exception as exc:  # a stopped process, a full queue: say so, lose nothing
             raise ControlError(f"{name} did not accept the event: {exc}") from None
         if not accepted:
-            raise ControlError(f"{name} did not accept the event (its queue is full or it is "
-                               "not running); it is in the dead letters")
+            letter = next((d for d in reversed(process.dead_letters)
+                           if d["event"].event_id == event.event_id), None)
+            why = (f"{letter['reason']}" + (f": {letter['error']}" if letter["error"] else "")
+                   if letter is not None else "its queue is full or it is not running")
+            code = "JOURNAL_UNAVAILABLE" if letter is not None and \
+                letter["reason"] == "journal unavailable" else None
+            raise ControlError(f"{name} did not accept the event ({why}); it is in the dead "
+                               "letters", code)
         return event.event_id
 
     async def redeliver(self, name: str, event_ids: Iterable[str] | None = None) -> int:
@@ -346,10 +356,15 @@ class LocalControl:
         """Stop every process cleanly (queued events are journaled, nothing is lost)."""
         await self.runtime.close()
 
-    async def shutdown(self) -> dict[str, dict[str, int]]:
+    async def shutdown(self, drain_timeout: float | None = None) -> dict[str, dict[str, int]]:
         """Close for a service restart: queued events and runs in flight are taken back by
-        the next start on the same journal (see ``AgentRuntime.shutdown``)."""
-        return await self.runtime.shutdown()
+        the next start on the same journal (see ``AgentRuntime.shutdown``); with
+        ``drain_timeout`` the runs in flight may finish first."""
+        return await self.runtime.shutdown(drain_timeout)
+
+    def end_drains(self) -> None:
+        """Cut every drain under way short (a second SIGTERM or Ctrl+C)."""
+        self.runtime.end_drains()
 
 
 def _check_entry_id(process: str, entry_id: str) -> None:

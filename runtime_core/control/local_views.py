@@ -121,7 +121,8 @@ def summary(process: AgentProcess) -> ProcessSummary:
         budget_use=_budget_use(status.budget, limits),
         mission_state=status.mission_state or "",
         last_run_at=last.finished_at if last is not None else None,
-        last_outcome=process.redact(preview(outcome)))
+        last_outcome=process.redact(preview(outcome)),
+        journal_fault=status.journal_fault or "", draining=status.draining is not None)
 
 
 def run_views(process: AgentProcess) -> tuple[RunView, ...]:

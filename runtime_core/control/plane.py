@@ -71,7 +71,9 @@ class ControlPlane(Protocol):
 
     async def start(self, name: str) -> None: ...
 
-    async def stop(self, name: str) -> None: ...
+    async def stop(self, name: str, drain_timeout: float | None = None) -> None:
+        """Stop ``name``; with ``drain_timeout`` its runs in flight may finish first."""
+        ...
 
     async def restart(self, name: str) -> None: ...
 
@@ -124,7 +126,8 @@ class ControlPlane(Protocol):
         ...
 
     async def runtime_info(self) -> dict[str, Any]:
-        """Who the runtime is: ``name``, ``read_only``, ``process_count``."""
+        """Who the runtime is: ``name``, ``read_only``, ``process_count``, and
+        ``journal_faults`` (path -> why, for each journal that cannot be written now)."""
         ...
 
     async def process_status(self, name: str) -> dict[str, Any]:

@@ -277,8 +277,12 @@ class RemoteControl:
     async def start(self, name: str) -> None:
         await self._command("start", name, "start")
 
-    async def stop(self, name: str) -> None:
-        await self._command("stop", name, "stop")
+    async def stop(self, name: str, drain_timeout: float | None = None) -> None:
+        self._mutating("stop")
+        # A drain holds the request open while runs finish: wait that long, and a bit more.
+        wait = None if drain_timeout is None else drain_timeout + 30.0
+        await self._call("POST", _path("processes", name, "stop"),
+                         params={"drain_timeout": drain_timeout}, wait=wait)
 
     async def restart(self, name: str) -> None:
         await self._command("restart", name, "restart")

@@ -44,6 +44,8 @@ class ProcessSummary:
     mission_state: str
     last_run_at: float | None  # epoch seconds of the last finished run
     last_outcome: str
+    journal_fault: str = ""  # the journal cannot be written now: events are refused
+    draining: bool = False  # stopping: the runs in flight (active_runs) may finish first
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ class DeadLetterReason:
     BUDGET_EXCEEDED = "budget exceeded"
     BLOCKED_BY_HOOK = "blocked by hook"
     FLAGGED_BY_PAYLOAD_SCAN = "flagged by payload scan"
+    JOURNAL_UNAVAILABLE = "journal unavailable"  # degraded: it cannot be written for now
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from typing import Any
 import aiosqlite
 
 from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.faults import FaultState, is_passing
 from runtime_core.journal.provider import (
     IndexRules,
     JournalError,
@@ -86,6 +87,7 @@ class SQLiteJournal:
         self._heads: dict[str, int] = {}
         self._pids: dict[str, int] = {}  # process_id (a uuid) -> small integer stored per row
         self._error: BaseException | None = None
+        self.faults = FaultState(str(self.path))  # degraded while a commit cannot be made
         self._closed = False
         self.batches = 0
         self.committed = 0
@@ -194,7 +196,7 @@ class SQLiteJournal:
             rows = [b for b in batch if b[0] is not _FLUSH]
             try:
                 if rows:
-                    await self._commit(rows)
+                    await self._commit_until_written(rows)
             except BaseException as exc:  # keep serving callers; every later append fails loudly
                 self._error = exc
                 log.critical("journal %s: write failed: %s", self.path, exc)
@@ -212,6 +214,27 @@ class SQLiteJournal:
                         fut.set_result(None)
             if stop:
                 return
+
+    @property
+    def fault(self) -> str | None:
+        """Why the journal cannot be written now (degraded), or None."""
+        return self.faults.reason
+
+    async def _commit_until_written(self, rows: list[PendingAppend]) -> None:
+        """Commit ``rows``; a passing fault (lock held elsewhere, disk full, I/O error) is
+        waited out with backoff, the same batch tried again, so the journal heals by itself.
+        Closed while degraded: the batch fails, its callers were never acknowledged."""
+        while True:
+            try:
+                await self._commit(rows)
+            except Exception as exc:
+                if not is_passing(exc) or self._closed:
+                    raise
+                self.faults.failed(exc)
+                await asyncio.sleep(self.faults.delay)
+                continue
+            self.faults.written()
+            return
 
     async def _commit(self, rows: list[PendingAppend]) -> None:
         assert self._writer is not None

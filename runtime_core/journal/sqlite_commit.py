@@ -5,6 +5,7 @@ changes, and written in one ``BEGIN IMMEDIATE ... COMMIT`` on the writer connect
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from typing import Any
 
@@ -90,6 +91,8 @@ def write_batch(
     pids: dict[str, int],
 ) -> None:
     """Runs on the writer connection's thread (the only user of ``pids``)."""
+    if conn.in_transaction:  # a rollback after a failed commit failed too: start clean
+        conn.execute("ROLLBACK")
     conn.execute("BEGIN IMMEDIATE")
     added: list[str] = []
     try:
@@ -119,7 +122,9 @@ def write_batch(
         crashpoints.reached("group_commit")  # rows written, transaction not committed
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # not when BEGIN itself failed (the lock is held elsewhere)
+            with contextlib.suppress(sqlite3.Error):  # the commit's own error says more
+                conn.execute("ROLLBACK")
         for process_id in added:  # not committed: forget them
             pids.pop(process_id, None)
         raise

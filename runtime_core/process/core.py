@@ -21,6 +21,7 @@ from runtime_core.delivery.queue import Delivery
 from runtime_core.events import EventNotifier
 from runtime_core.governance.hooks import DispatchResult, HookEvent, HookManager
 from runtime_core.incidents.keeper import Admission
+from runtime_core.journal.faults import journal_fault
 from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.recorder import ProcessRecorder
 from runtime_core.lifecycle import ProcessLifecycle, ProcessState
@@ -205,6 +206,7 @@ class ProcessCore:
     started_at: float | None = None
     last_activity: float = 0.0
     refusing_all: bool = False  # shutting down for a service restart
+    drain_deadline: float | None = None  # a draining stop's deadline (clock.monotonic)
     stop_requested: bool = False
     inflight: dict[str, Run] = field(default_factory=dict)
     recent_runs: deque[Run] = field(default_factory=lambda: deque(maxlen=RECENT_RUNS))
@@ -227,7 +229,31 @@ class ProcessCore:
             return DeadLetterReason.PROCESS_FAILED
         if state in (S.STOPPING, S.STOPPED):
             return DeadLetterReason.PROCESS_STOPPED
+        if self.journal_fault is not None:  # nothing can be made durable: promise nothing
+            return DeadLetterReason.JOURNAL_UNAVAILABLE
         return None
+
+    @property
+    def journal_fault(self) -> str | None:
+        """Why this process's journal cannot be written now (degraded), or None."""
+        return journal_fault(self.journal) if self.recorder is not None else None
+
+    @property
+    def draining(self) -> dict[str, Any] | None:
+        """While a stop lets the runs in flight finish: how many are left and for how long."""
+        if self.drain_deadline is None:
+            return None
+        left = max(0.0, self.drain_deadline - self.clock.monotonic())
+        return {"runs_left": self.delivery.in_flight, "seconds_left": round(left, 1)}
+
+    def refusal_detail(self) -> str:
+        """The words to go with refusal(): the journal's fault, when that is the reason."""
+        fault = self.journal_fault
+        if fault:
+            return f"journal {getattr(self.journal, 'path', '')}: {fault}"
+        if self.drain_deadline is not None:
+            return f"process stopping: {self.delivery.in_flight} run(s) finishing first"
+        return ""
 
     def touch(self) -> None:
         self.last_activity = self.clock.monotonic()

@@ -40,7 +40,7 @@ class Intake:
         core = self.core
         refusal = core.refusal()
         if refusal is not None:
-            core.delivery.dead_letter(event, refusal, "", 0)
+            core.delivery.dead_letter(event, refusal, core.refusal_detail(), 0)
             return False
         if not core.delivery.try_reserve():
             core.delivery.dead_letter(event, DeadLetterReason.QUEUE_FULL, "", 0)
@@ -57,7 +57,7 @@ class Intake:
         core = self.core
         refusal = core.refusal()
         if refusal is not None:
-            core.delivery.dead_letter(event, refusal, "", 0)
+            core.delivery.dead_letter(event, refusal, core.refusal_detail(), 0)
             return
         await core.delivery.reserve()
         if not await self._journal_reserved(event):
@@ -71,7 +71,7 @@ class Intake:
         core = self.core
         refusal = core.refusal()
         if refusal is not None:
-            return AcceptResult.UNAVAILABLE, refusal
+            return AcceptResult.UNAVAILABLE, core.refusal_detail() or refusal
         if not core.delivery.try_reserve():
             return AcceptResult.QUEUE_FULL, DeadLetterReason.QUEUE_FULL
         try:

@@ -141,8 +141,7 @@ class AgentProcess:
         return self._core.instructions
 
     @property
-    def recovered(self) -> dict[str, Any] | None:
-        """What the first start took back from the journal; None when nothing was."""
+    def recovered(self) -> dict[str, Any] | None:  # what the first start took back, or None
         return self._core.recovered
 
     @property
@@ -166,8 +165,7 @@ class AgentProcess:
         """The long-term memory provider: None before the first start or without one."""
         return part.provider if (part := self._core.part(MemoryPart)) is not None else None
 
-    def redact(self, text: str) -> str:
-        """``text`` with every active secret value replaced by ``[secret:name]``."""
+    def redact(self, text: str) -> str:  # every active secret value -> [secret:name]
         return self._core.redact(text)
 
     def recent_runs(self) -> list[Run]:
@@ -177,12 +175,10 @@ class AgentProcess:
     def active_runs(self) -> list[Run]:
         return list(self._core.inflight.values())
 
-    def resuming_runs(self) -> list[Run]:
-        """Runs recovered or reconciled that wait in the queue to continue where they stopped."""
+    def resuming_runs(self) -> list[Run]:  # recovered or reconciled, queued to go on
         return [recovered.run for recovered in self._core.resume.values()]
 
-    def tools(self) -> dict[str, AgentTool]:
-        """The tools runs get since the last start, by name (empty before the first start)."""
+    def tools(self) -> dict[str, AgentTool]:  # what runs get since the last start, by name
         return dict(executor.tools) if (executor := self._core.executor) is not None else {}
 
     def queued_events(self) -> list[TriggerEvent]:
@@ -207,17 +203,25 @@ class AgentProcess:
     async def start(self) -> None:
         await self._supervisor.start()
 
-    async def stop(self) -> None:
-        await self._supervisor.stop()
+    async def stop(self, drain_timeout: float | None = None) -> None:
+        """Stop the process. With ``drain_timeout`` (default: the config's ``drain_timeout``,
+        else 0) the runs in flight may finish first, up to that many seconds, while no new
+        event is taken; then what is left is cancelled and dead-lettered as usual."""
+        await self._supervisor.stop(drain_timeout)
 
-    async def close(self) -> None:
+    async def close(self, drain_timeout: float | None = None) -> None:
         """stop(), then release what lives as long as the process object."""
-        await self._supervisor.close()
+        await self._supervisor.close(drain_timeout)
 
-    async def shutdown(self) -> dict[str, int]:
+    def end_drain(self) -> None:
+        """Cut a draining stop short: the runs still in flight are cancelled now."""
+        self._supervisor.cut_drain()
+
+    async def shutdown(self, drain_timeout: float | None = None) -> dict[str, int]:
         """Close for a service restart (SIGTERM), like a crash at a safe point; the next start
-        re-queues what was accepted and not finished (see Supervisor.shutdown)."""
-        return await self._supervisor.shutdown()
+        re-queues what was accepted and not finished (see Supervisor.shutdown). With
+        ``drain_timeout`` the runs in flight may finish first."""
+        return await self._supervisor.shutdown(drain_timeout)
 
     async def suspend(self, reason: str = "manual") -> None:
         await self._supervisor.suspend(reason)

@@ -13,7 +13,8 @@ from runtime_core.lifecycle import ProcessState as S
 from runtime_core.process.core import PartStatus, ProcessCore, TriggerStatus
 
 _OPTIONAL = ("servers", "recovered", "budget", "active_secrets", "inbox", "memory",
-             "mission_state", "open_incidents", "health_anomalies", "health")
+             "mission_state", "open_incidents", "health_anomalies", "health", "journal_fault",
+             "draining")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,8 @@ class ProcessStatus:
     open_incidents: int | None = None
     health_anomalies: int | None = None
     health: dict[str, Any] | None = None
+    journal_fault: str | None = None  # why the journal cannot be written now (degraded)
+    draining: dict[str, Any] | None = None  # a stop letting runs finish: runs left, deadline
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -108,4 +111,4 @@ def build_status(core: ProcessCore, *, triggers: tuple[TriggerStatus, ...], trig
         budget=extra.budget, active_secrets=extra.active_secrets, inbox=extra.inbox,
         memory=extra.memory, mission_state=extra.mission_state,
         open_incidents=extra.open_incidents, health_anomalies=extra.health_anomalies,
-        health=extra.health)
+        health=extra.health, journal_fault=core.journal_fault, draining=core.draining)

@@ -13,6 +13,7 @@ from typing import Any
 from runtime_core.delivery.dead_letters import DeadLetterReason
 from runtime_core.delivery.queue import EventHandler
 from runtime_core.events import (
+    ProcessDraining,
     ProcessFailed,
     ProcessRestarted,
     ProcessStarted,
@@ -49,6 +50,7 @@ class Supervisor:
         self._background: set[asyncio.Task[Any]] = set()
         self._restart_task: asyncio.Task[None] | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._drain_cut: asyncio.Event | None = None  # set: the drain under way ends now
 
     # -- start and stop ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -69,7 +71,18 @@ class Supervisor:
                 await self.journal.release()  # up on the process exits (stop() reopens it)
                 raise
 
-    async def stop(self) -> None:
+    def _drain_for(self, drain_timeout: float | None) -> float:
+        """The drain asked for, else the config's, else none."""
+        if drain_timeout is None:
+            return self.core.config.drain_timeout or 0.0
+        if drain_timeout < 0:
+            raise ValueError(f"drain_timeout must be 0 or more seconds, not {drain_timeout}")
+        return drain_timeout
+
+    async def stop(self, drain_timeout: float | None = 0.0) -> None:
+        """Stop: triggers, workers, servers. With ``drain_timeout`` the runs in flight may
+        finish first (no new event starts, arriving ones are refused), up to that long."""
+        drain_timeout = self._drain_for(drain_timeout)
         core = self.core
         core.stop_requested = True
         await self._cancel_restart()
@@ -77,6 +90,8 @@ class Supervisor:
             core.lifecycle.transition(S.STOPPED, reason="stop() before start")
             core.delivery.dead_letter_all(DeadLetterReason.PROCESS_STOPPED)
             return
+        if self._stopping and drain_timeout <= 0:
+            self.cut_drain()  # a stop now, while a draining stop waits for its runs
         if core.state is S.STOPPED or self._stopping:
             return
         if core.delivery.current_task_is_worker() and self.lock.locked():
@@ -89,7 +104,9 @@ class Supervisor:
                 await self.journal.reopen_owned()  # closed by a failed start
                 await core.hooks.dispatch(HookEvent.SESSION_END, {"state": core.state.value})
                 if core.state is not S.STOPPING:  # STOPPING here: a restart cut short by stop()
-                    core.lifecycle.transition(S.STOPPING, reason="stop()")
+                    core.lifecycle.transition(S.STOPPING, reason="stop()" if drain_timeout <= 0
+                                              else f"stop(): draining up to {drain_timeout:g} s")
+                await self.drain(drain_timeout)
                 await self._teardown(DeadLetterReason.PROCESS_STOPPED, keep_queue=False)
                 # The spec's order: the checkpoint, then the STOPPED transition after it (a
                 # recovery replays that one entry), both durable before stop() returns.
@@ -109,14 +126,50 @@ class Supervisor:
                 core.conversation.clear()
             core.notifier.emit(ProcessStopped(process=core.name, process_id=core.process_id))
 
+    async def drain(self, seconds: float) -> None:
+        """Let the runs in flight finish, up to ``seconds``: the gate is closed, so no
+        queued event starts, and the state (STOPPING, or refusing for a shutdown) refuses
+        arriving ones. What is still running afterwards is cancelled by the teardown."""
+        core = self.core
+        delivery = core.delivery
+        delivery.close()
+        runs = delivery.in_flight
+        if seconds <= 0 or runs == 0 or delivery.current_task_is_worker():
+            return
+        core.drain_deadline = core.clock.monotonic() + seconds
+        core.notifier.emit(ProcessDraining(process=core.name, process_id=core.process_id,
+                                           runs=runs, timeout=seconds))
+        log.info("process %s: draining: %d run(s) may finish, up to %g s", core.name, runs,
+                 seconds)
+        cut = self._drain_cut = asyncio.Event()
+        finished = asyncio.ensure_future(delivery.wait_runs_finished())
+        ended = asyncio.ensure_future(cut.wait())
+        try:
+            await asyncio.wait((finished, ended), timeout=seconds,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            finished.cancel()
+            ended.cancel()
+            core.drain_deadline = None
+            self._drain_cut = None
+        if delivery.in_flight:
+            why = "the drain was cut short" if cut.is_set() else f"{seconds:g} s of draining"
+            log.warning("process %s: %d run(s) still running after %s are cancelled",
+                        core.name, delivery.in_flight, why)
+
+    def cut_drain(self) -> None:
+        """End a drain now (a second signal): the teardown cancels what still runs."""
+        if self._drain_cut is not None:
+            self._drain_cut.set()
+
     def _already_down(self) -> bool:
         # Re-read after waiting for the lock: another task may have stopped the process.
         return self.core.state in (S.STOPPED, S.CREATED)
 
-    async def close(self) -> None:
+    async def close(self, drain_timeout: float | None = 0.0) -> None:
         """stop(), then release what lives as long as the process object."""
         core = self.core
-        await self.stop()
+        await self.stop(drain_timeout)
         await self.escalations.wait()
         core.conversation.clear()
         for part in core.parts:  # secrets revoked, the inbox emptied, memory closed
@@ -124,7 +177,7 @@ class Supervisor:
         await self.journal.release()  # stop() closed it already, unless stop() was skipped
         self.assembly.release()
 
-    async def shutdown(self) -> dict[str, int]:
+    async def shutdown(self, drain_timeout: float | None = 0.0) -> dict[str, int]:
         """Close for a service restart (SIGTERM), like a crash at a safe point: triggers stop
         taking events, what is journaled is made durable, then nothing more is journaled. The
         next start on the same journal re-queues what was accepted and not finished, in order,
@@ -136,6 +189,9 @@ class Supervisor:
             await self.close()
             return {"pending": 0, "dead_letters": len(core.delivery.dead_letters)}
         core.refusing_all = True  # an inject from here on is refused, never half-accepted
+        if core.state in (S.RUNNING, S.SUSPENDED):
+            # What finishes now needs no recovery at the next start.
+            await self.drain(self._drain_for(drain_timeout))
         for event in await self.triggers.stop_all(keep_leftovers=True):
             core.delivery.offer(event)  # journaled as accepted: the next start takes it back
         counts = {"pending": core.delivery.queue_size + core.delivery.pending_retries

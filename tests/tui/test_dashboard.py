@@ -9,7 +9,7 @@ from textual.widgets import Button, Input, TextArea
 
 from promptui.app import ControlRoom
 from promptui.screens.dashboard import DashboardScreen
-from promptui.screens.dialogs import ConfirmDialog, InjectDialog
+from promptui.screens.dialogs import ChoiceDialog, ConfirmDialog, InjectDialog
 from promptui.screens.help import HelpScreen, TooSmallScreen
 from promptui.themes import load_themes
 from promptui.widgets.feeds import AnomalyFeed
@@ -74,14 +74,14 @@ async def test_stop_asks_first_with_cancel_focused_then_start(
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "health-checker")
         await pilot.press("s")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: isinstance(app.screen, ChoiceDialog))
         assert app.focused is not None and app.focused.id == "cancel"
         await pilot.press("enter")  # Enter on the focused Cancel: nothing happens
-        await until(pilot, lambda: not isinstance(app.screen, ConfirmDialog))
+        await until(pilot, lambda: not isinstance(app.screen, ChoiceDialog))
         assert demo_runtime.get_process("health-checker").state.value == "running"
         await pilot.press("s")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
-        app.screen.query_one("#confirm", Button).press()
+        await until(pilot, lambda: isinstance(app.screen, ChoiceDialog))
+        app.screen.query_one("#choice-now", Button).press()
         await until(pilot, lambda: state_cell(app, "health-checker") == "stopped")
         assert demo_runtime.get_process("health-checker").state.value == "stopped"
         await pilot.press("s")  # a stopped process starts without a question
@@ -288,3 +288,42 @@ async def test_quit_stops_the_runtime_and_keeps_the_queue_in_the_journal(
         await pilot.press("q")
     assert app._closed
     assert all(p.state.value == "stopped" for p in demo_runtime.processes.values())
+
+
+async def test_stop_offers_a_drain_when_runs_are_in_flight_and_shows_it() -> None:
+    import asyncio
+
+    from runtime_core import ProcessConfig, TriggerEvent
+    from runtime_core.agent.tools import tool
+
+    release = asyncio.Event()
+    done: list[str] = []
+
+    async def deploy() -> str:
+        """A write that waits for the test to let it finish."""
+        await release.wait()
+        done.append("deployed")
+        return "deployed"
+
+    runtime = AgentRuntime()
+    runtime.add_process("deployer", ProcessConfig(model={"provider": "scripted", "turns": [
+        {"tool_calls": [{"name": "deploy"}]}, {"reply": "ok"}]}), tools=[tool(deploy)])
+    app = make_app(runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: state_cell(app, "deployer") == "running")
+        process = runtime.get_process("deployer")
+        await process.inject(TriggerEvent("t", "manual", {}))
+        await until(pilot, lambda: app.store.processes["deployer"].active_runs == 1)
+        await select(app, pilot, "deployer")
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, ChoiceDialog))
+        assert "1 run(s) in flight" in str(app.screen.title_text)
+        assert app.focused is not None and app.focused.id == "cancel"
+        app.screen.query_one("#choice-drain", Button).press()
+        await until(pilot, lambda: state_cell(app, "deployer") == "draining 1")
+        header = str(app.screen.query_one(StatusHeader).render())
+        assert "draining 1 run(s)" in header
+        release.set()
+        await until(pilot, lambda: state_cell(app, "deployer") == "stopped")
+        assert done == ["deployed"] and process.recent_runs()[-1].state.value == "succeeded"
+        await pilot.press("q")
