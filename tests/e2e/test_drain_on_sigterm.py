@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_serve import no_server_left_behind, poll, start_serve
 from tests.e2e.test_cli_demo import promptui_command
+from tests.e2e.test_serve import no_server_left_behind, poll, start_serve
 
 __all__ = ["no_server_left_behind"]
 

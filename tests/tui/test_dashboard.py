@@ -310,6 +310,7 @@ async def test_stop_offers_a_drain_when_runs_are_in_flight_and_shows_it() -> Non
         {"tool_calls": [{"name": "deploy"}]}, {"reply": "ok"}]}), tools=[tool(deploy)])
     app = make_app(runtime)
     async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: rows(app) == ["deployer"])
         await until(pilot, lambda: state_cell(app, "deployer") == "running")
         process = runtime.get_process("deployer")
         await process.inject(TriggerEvent("t", "manual", {}))
