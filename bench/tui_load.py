@@ -17,9 +17,11 @@ every process:
   CLOCK_MONOTONIC, which is system-wide on Linux, so the clocks of parent and child agree);
 - throughout: event-loop lag (a task sleeping 50 ms records its overshoot), the UI pump's
   duration, frame render+write time, RSS from /proc/self/statm (1 Hz samples).
-Prints one JSON object. Usage:
+``--screen tail`` opens the live tail (`L`) over the dashboard once the table is up and moves
+the tail's line cursor instead of the table's. Prints one JSON object. Usage:
     python bench/tui_load.py [--seconds 30] [--processes 200] [--rate 2000]
                              [--source inject|synthetic] [--modes default,low_bandwidth]
+                             [--screen dashboard|tail]
                              [--profile out.pstats] [--gc-tune 50000,20,100]
 """
 
@@ -218,14 +220,14 @@ async def child_main(args: argparse.Namespace) -> None:
             probe.rss.append((time.monotonic() - t0, rss_mb()))
             await asyncio.sleep(1.0)
 
-    def hook_display(table: Any) -> None:
+    def hook_display(position: Callable[[], Any]) -> None:
         original = app._display
 
         def display(screen: Any, renderable: Any) -> None:
             started = time.perf_counter()
             original(screen, renderable)
             probe.frames.append(time.perf_counter() - started)
-            row = table.cursor_row
+            row = position()
             if row != probe.reported_row and probe.cursor_at is not None:
                 # this frame was composed after the cursor moved, so it shows the move
                 probe.send("key", row=row, cursor_at=probe.cursor_at, frame_at=time.monotonic())
@@ -252,9 +254,28 @@ async def child_main(args: argparse.Namespace) -> None:
                     raise TimeoutError("the table never showed every process")
                 await asyncio.sleep(0.05)
             table = app.screen.table
-            probe.reported_row = table.cursor_row
-            app.screen.watch(table, "cursor_coordinate", on_cursor, init=False)
-            hook_display(table)
+            if args.screen == "tail":  # the live tail on top; its line cursor is what moves
+                from promptui.screens.live_tail import LiveTailScreen, TailLog
+
+                app.push_screen(LiveTailScreen())
+                while not (isinstance(app.screen, LiveTailScreen) and app.screen.query(TailLog)):
+                    await asyncio.sleep(0.05)
+                log = app.screen.query_one(TailLog)
+                for name in ("move_cursor", "follow"):
+                    original = getattr(log, name)
+
+                    def moved(*a: Any, _original: Any = original) -> Any:
+                        result = _original(*a)
+                        on_cursor()
+                        return result
+
+                    setattr(log, name, moved)
+                position: Callable[[], Any] = lambda: log.cursor  # noqa: E731
+            else:
+                app.screen.watch(table, "cursor_coordinate", on_cursor, init=False)
+                position = lambda: table.cursor_row  # noqa: E731
+            probe.reported_row = position()
+            hook_display(position)
             await asyncio.sleep(1.0)  # let the first paint and start-up settle
             t0 = time.monotonic()
             emitted0 = runtime.notifier.emitted
@@ -278,6 +299,7 @@ async def child_main(args: argparse.Namespace) -> None:
             rss = [mb for _, mb in probe.rss]
             half = [mb for at, mb in probe.rss if at >= elapsed / 2]
             probe.send("final", elapsed=elapsed, result={
+                "screen": args.screen,
                 "refresh_hz": app.refresh_hz,
                 "textual_fps": os.environ.get("TEXTUAL_FPS", "60 (default)"),
                 "theme": app.theme,
@@ -355,7 +377,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         command = [sys.executable, str(Path(__file__).resolve()), "--child", mode,
                    "--result-fd", str(write_end), "--seconds", str(args.seconds),
                    "--processes", str(args.processes), "--rate", str(args.rate),
-                   "--source", args.source]
+                   "--source", args.source, "--screen", args.screen]
         if args.gc_tune:
             command += ["--gc-tune", ",".join(map(str, args.gc_tune))]
         if args.profile and mode == "default":
@@ -484,6 +506,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=2000.0, help="source events per second")
     parser.add_argument("--source", choices=("inject", "synthetic"), default="inject")
     parser.add_argument("--modes", default="default,low_bandwidth")
+    parser.add_argument("--screen", choices=("dashboard", "tail"), default="dashboard",
+                        help="what is on top while keys are pressed")
     parser.add_argument("--profile", default="", help="cProfile the default-mode child")
     parser.add_argument("--gc-tune", type=lambda v: [int(x) for x in v.split(",")],
                         default=None, metavar="T0,T1,T2",

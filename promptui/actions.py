@@ -66,15 +66,18 @@ GLOBAL_ACTIONS = (
     ActionSpec("inject", "i", "inject", "Inject event", mutating=True, what="inject"),
     ActionSpec("restart", "ctrl+r", "restart", "Restart", mutating=True, show=False),
     ActionSpec("theme", "t", "cycle_theme", "Theme", show=False),
+    ActionSpec("jump", "colon", "jump", "Jump to process", show=False),
 )
 
 DASHBOARD_ACTIONS = (
     ActionSpec("open", "enter", "open_process", "Open"),
+    ActionSpec("view", "v", "view", "View whole", show=False),
     ActionSpec("filter", "slash", "filter", "Filter"),
     ActionSpec("sort", "o", "sort", "Sort", show=False),
     ActionSpec("sort_reverse", "O", "sort_reverse", "Reverse sort", show=False),
     ActionSpec("pause_feed", "space", "pause_feed", "Pause feed", show=False),
     ActionSpec("incidents", "I", "incidents", "Incidents", show=False),
+    ActionSpec("live_tail", "L", "live_tail", "Live tail", show=False),
     ActionSpec("clear_filter", "escape", "clear_filter", "Clear filter", show=False,
                palette=False),
 )
@@ -99,6 +102,7 @@ DETAIL_ACTIONS = (
     ActionSpec("detail.newer_dead", "right_square_bracket", "newer_dead",
                "Newer dead letters", show=False),
     ActionSpec("detail.open_run", "enter", "open_run", "Open run"),
+    ActionSpec("detail.view", "v", "view", "View whole"),
     ActionSpec("detail.timeline", "w", "timeline", "Timeline", show=False),
 )
 # Enter on a waiting run reconciles it (or answers its evidence): the mutating half of open_run,
@@ -120,7 +124,37 @@ TIMELINE_ACTIONS = (
     ActionSpec("timeline.type", "T", "cycle_type", "Type"),
     ActionSpec("timeline.goto", "g", "goto", "Go to time"),
     ActionSpec("timeline.newest", "n", "newest", "Newest", show=False),
+    ActionSpec("timeline.view", "v", "view", "View whole"),
 )
+TAIL_ACTIONS = (
+    ActionSpec("tail.back", "escape", "back", "Back"),
+    ActionSpec("tail.search", "slash", "search", "Search"),
+    ActionSpec("tail.next", "n", "next_match", "Next match"),
+    ActionSpec("tail.previous", "N", "previous_match", "Previous match"),
+    ActionSpec("tail.goto", "g", "goto", "Go to time"),
+    ActionSpec("tail.follow", "F", "follow", "Follow"),
+)
+
 # Applying a rewind from its preview: the dialog disables it in a read-only room.
 REWIND = ActionSpec("timeline.rewind", "y", "apply", "Apply rewind", mutating=True, show=False,
                     palette=False, what="rewind")
+
+# The pager (promptui/screens/pager.py): one value whole, from `v` (or Enter) on a row, a dead
+# letter, a run, a step, a journal entry or a feed line. The moving keys are less's too.
+PAGER_ACTIONS = (
+    ActionSpec("pager.close", "escape,q", "close", "Close"),
+    ActionSpec("pager.search", "slash", "search", "Search"),
+    ActionSpec("pager.next", "n", "next_match", "Next match"),
+    ActionSpec("pager.previous", "N", "previous_match", "Previous match"),
+    ActionSpec("pager.copy", "y", "copy", "Copy"),
+    ActionSpec("pager.copy_id", "Y", "copy_id", "Copy id"),
+    ActionSpec("pager.down", "down,j", "down", "Down", show=False, palette=False),
+    ActionSpec("pager.up", "up,k", "up", "Up", show=False, palette=False),
+    ActionSpec("pager.page_down", "pagedown,space", "page_down", "Page down", show=False,
+               palette=False),
+    ActionSpec("pager.page_up", "pageup,b", "page_up", "Page up", show=False, palette=False),
+    ActionSpec("pager.top", "home,g", "top", "Top", show=False),
+    ActionSpec("pager.bottom", "end,G", "bottom", "Bottom", show=False),
+    # A modal screen hides the app's keys: help is the pager's own.
+    ActionSpec("pager.help", "question_mark,f1", "help", "Help", show=False, palette=False),
+)

@@ -11,24 +11,40 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
-from textual import on
+from textual import events, on
 from textual.actions import ActionParseResult
 from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
+from textual.geometry import Size
 from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
 
 from promptui.actions import GLOBAL_ACTIONS, ActionSpec, bindings, find, refusal
-from promptui.screens.base import LiveScreen, OpenIncidents, OpenProcess, OpenTimeline, Room
+from promptui.screens.base import (
+    LiveScreen,
+    OpenIncidents,
+    OpenProcess,
+    OpenTimeline,
+    Room,
+    ShowValue,
+)
 from promptui.screens.dashboard import DashboardScreen
 from promptui.screens.dialogs import ChoiceDialog, ConfirmDialog, InjectDialog, InjectRequest
 from promptui.screens.help import HelpScreen, TooSmallScreen
+from promptui.screens.jump import JumpPrompt
 from promptui.store import UIStore
-from runtime_core.control import ControlError, ControlPlane, EventStream
+from runtime_core.control import (
+    ControlError,
+    ControlPlane,
+    EventStream,
+    JournalEntryView,
+    LocalControl,
+)
 
 MIN_SIZE = (80, 24)
 DRAIN_LIMIT = 20_000  # events folded per tick at most; the stream keeps the rest
@@ -36,6 +52,7 @@ DEFAULT_HZ = 10.0
 DEFAULT_THEME = "promptui-dark"
 LOW_BANDWIDTH_HZ = 3.0
 STOP_DRAIN_SECONDS = 30.0  # the stop dialog's drain: as long as serve's default
+AnyScreen = TypeVar("AnyScreen", bound=Screen[Any])
 
 
 def tune_gc() -> None:
@@ -81,11 +98,15 @@ class ControlRoom(App[None]):
         self._start_runtime = start_runtime
         self._stream: EventStream | None = None
         self._last_tick = 0.0
-        self._closed = False
+        # Not ``_closed``: that is Textual's own (the app's message pump), and setting it
+        # before exit() stops the app from processing the messages that would end it.
+        self.runtime_closed = False
         self.pump_count = 0
         self._too_small: TooSmallScreen | None = None
+        self._quitting = False  # a drain before quitting is under way
         if low_bandwidth:
             self.animation_level = "none"
+        hide_refused(self, GLOBAL_ACTIONS, control.read_only)
 
     # -- start and stop --------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -106,23 +127,66 @@ class ControlRoom(App[None]):
         self.call_after_refresh(self._check_size)  # on top of the dashboard, not under it
 
     def get_default_screen(self) -> Screen[Any]:
-        return DashboardScreen()  # the base of the stack, so nothing can slip underneath it
+        # the base of the stack, so nothing can slip underneath it
+        return self._room_screen(DashboardScreen())
 
     async def _start_all(self) -> None:
         try:
             await self.control.start_all()
         except Exception as exc:  # one process failing to start must not take the room down
             self.notify(f"a process failed to start: {exc}", severity="error", timeout=10)
+        self._hide_refused()  # attached: the server may have said it is read-only
 
     async def action_quit(self) -> None:
+        """Quit. Embedded, the runtime stops with the room: with runs in flight it asks first
+        (drain them, or cut them off). Attached, quitting only detaches: nothing to ask."""
+        if self._quitting:  # q again while the runs drain: cut the drain short
+            if isinstance(self.control, LocalControl):
+                self.control.end_drains()
+            return
+        flights = await self._runs_in_flight()
+        if not flights:
+            await self._quit()
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice is not None:
+                drain = STOP_DRAIN_SECONDS if choice == "drain" else None
+                self.run_worker(self._quit(drain), name="quit", group="runtime")
+
+        runs, processes = sum(flights.values()), len(flights)
+        self.push_screen(ChoiceDialog(
+            f"Quit? {runs} run(s) in flight in {processes} process(es)",
+            f"Drain: they finish first (up to {STOP_DRAIN_SECONDS:g} s) while no new event "
+            "is taken, then the room closes (q again cuts it short). Quit now: they are "
+            "cancelled; a write cut off waits for an operator to reconcile after the next "
+            "start. Queued events go to the dead letters, journaled.",
+            [("drain", "Drain, then quit"), ("now", "Quit now")]), chosen)
+
+    async def _runs_in_flight(self) -> dict[str, int]:
+        """Runs in flight per process, when quitting stops them (an embedded runtime)."""
+        if not isinstance(self.control, LocalControl):
+            return {}
+        summaries = await self.control.list_processes()
+        return {s.name: s.active_runs for s in summaries if s.active_runs}
+
+    async def _quit(self, drain: float | None = None) -> None:
+        if drain is not None and isinstance(self.control, LocalControl):
+            self._quitting = True  # the header shows "draining N run(s)" meanwhile
+            self.notify(f"draining before quitting (up to {drain:g} s); q again quits now",
+                        timeout=drain)
+            try:
+                await self.control.runtime.stop_all(drain_timeout=drain)
+            except Exception as exc:  # closing below stops whatever is left
+                self.notify(f"stop failed: {exc}", severity="error", timeout=8)
         await self.shutdown()
         self.exit()
 
     async def shutdown(self) -> None:
         """Stop the embedded runtime cleanly: queued events are journaled, nothing is lost."""
-        if self._closed:
+        if self.runtime_closed:
             return
-        self._closed = True
+        self.runtime_closed = True
         if self._stream is not None:
             self._stream.close()
         await self.control.close()
@@ -132,7 +196,7 @@ class ControlRoom(App[None]):
 
     # -- the pump ----------------------------------------------------------------------------
     async def pump(self) -> None:
-        if self._stream is None or self._closed:
+        if self._stream is None or self.runtime_closed:
             return
         now_mono = self.monotonic()
         elapsed, self._last_tick = now_mono - self._last_tick, now_mono
@@ -159,7 +223,7 @@ class ControlRoom(App[None]):
     # -- navigation: screens ask by message ----------------------------------------------------
     @on(OpenProcess)
     def _open_process(self, message: OpenProcess) -> None:
-        self.open_process(message.name)
+        self.open_process(message.name, message.run_id)
 
     @on(OpenIncidents)
     def _open_incidents(self) -> None:
@@ -169,18 +233,43 @@ class ControlRoom(App[None]):
     def _open_timeline(self, message: OpenTimeline) -> None:
         from promptui.screens.timeline import TimelineScreen  # loaded when first opened
 
-        self.push_screen(TimelineScreen(message.process))
+        if not message.run_id:
+            self.push_screen(self._room_screen(TimelineScreen(message.process)))
+            return
 
-    def open_process(self, name: str) -> None:
+        async def at_the_step() -> None:
+            try:
+                entries = await self.control.journal_entries(message.process,
+                                                             run_id=message.run_id, limit=5000)
+            except ControlError as exc:
+                self.notify(str(exc), severity="warning", timeout=5)
+                return
+            anchor = step_entry(entries, message.step)
+            if anchor is None:
+                self.notify(f"no journal entry records step {message.step} of run "
+                            f"{message.run_id[:8]} (a process without a journal keeps none)",
+                            severity="warning", timeout=5)
+                return
+            self.push_screen(self._room_screen(TimelineScreen(message.process, anchor=anchor)))
+
+        self.run_worker(at_the_step(), group="drill-down", exclusive=True)
+
+    @on(ShowValue)
+    def _show_value(self, message: ShowValue) -> None:
+        from promptui.screens.pager import PagerScreen  # loaded when first opened
+
+        self.push_screen(PagerScreen(message.title, message.value, message.ident))
+
+    def open_process(self, name: str, run_id: str = "") -> None:
         from promptui.screens.detail import ProcessDetailScreen
 
-        self.push_screen(ProcessDetailScreen(name))
+        self.push_screen(self._room_screen(ProcessDetailScreen(name, focus_run=run_id)))
 
     def open_incidents(self) -> None:
         from promptui.screens.incidents import IncidentsScreen  # loaded when first opened
 
         if not isinstance(self.screen, IncidentsScreen):
-            self.push_screen(IncidentsScreen())
+            self.push_screen(self._room_screen(IncidentsScreen()))
 
     def current_process(self) -> str | None:
         for screen in reversed(self.screen_stack):
@@ -190,6 +279,21 @@ class ControlRoom(App[None]):
         return None
 
     # -- the read-only gate ------------------------------------------------------------------
+    def _room_screen(self, screen: AnyScreen) -> AnyScreen:
+        """``screen`` as this room offers it: its footer without the keys the room refuses."""
+        if isinstance(screen, LiveScreen):
+            hide_refused(screen, screen.ACTIONS, self.control.read_only)
+        return screen
+
+    def _hide_refused(self) -> None:
+        """Take what a read-only room refuses out of the app's and every screen's footer."""
+        if not self.control.read_only:
+            return
+        hide_refused(self, GLOBAL_ACTIONS, True)
+        for screen in self.screen_stack:
+            self._room_screen(screen)
+        self.screen.refresh_bindings()
+
     def permits(self, spec: ActionSpec) -> bool:
         """False, and the operator told why, when ``spec`` may not run in this room."""
         why = refusal(spec, self.control.read_only)
@@ -315,6 +419,41 @@ class ControlRoom(App[None]):
 
         self.push_screen(InjectDialog(name), send)
 
+    def action_jump(self) -> None:
+        """``:``: jump to a process by name (screens/jump.py)."""
+        if isinstance(self.screen, ModalScreen):
+            return
+        self.push_screen(JumpPrompt(self._names_in_table_order()), self._jump_to)
+
+    def _dashboard(self) -> DashboardScreen | None:
+        return next((s for s in self.screen_stack if isinstance(s, DashboardScreen)), None)
+
+    def _names_in_table_order(self) -> list[str]:
+        """The dashboard table's rows as they are sorted, then those its filter hides."""
+        dashboard = self._dashboard()
+        shown = [str(row.key.value) for row in dashboard.table.ordered_rows] \
+            if dashboard is not None else []
+        return [*shown, *(name for name in self.store.processes if name not in shown)]
+
+    def _jump_to(self, name: str | None) -> None:
+        if name is None:
+            return
+        dashboard = self._dashboard()
+        if dashboard is not None:
+            table = dashboard.table
+            if name not in {str(row.key.value) for row in table.ordered_rows}:
+                dashboard.action_clear_filter()  # a filter hid it: show everything again
+            table.select(name)
+        if isinstance(self.screen, DashboardScreen):
+            return
+        from promptui.screens.detail import ProcessDetailScreen
+
+        screen = self._room_screen(ProcessDetailScreen(name))
+        if isinstance(self.screen, ProcessDetailScreen):
+            self.switch_screen(screen)  # one detail screen at a time: Esc still goes home
+        else:
+            self.push_screen(screen)
+
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen | TooSmallScreen):
             return
@@ -331,7 +470,7 @@ class ControlRoom(App[None]):
         """The app's actions, then the screen's: the lists the bindings and help come from.
         Each runs through ``run_action``, like its key (so through the read-only gate)."""
         yield from super().get_system_commands(screen)
-        own = screen.ACTIONS if isinstance(screen, LiveScreen) else ()
+        own = getattr(screen, "ACTIONS", ())  # a live screen's, or the pager's
         for target, specs in ((self, GLOBAL_ACTIONS), (screen, own)):
             for spec in specs:
                 if spec.palette and spec.action != "quit":
@@ -342,8 +481,10 @@ class ControlRoom(App[None]):
                                 _theme_setter(self, theme.name))
 
     # -- too small -----------------------------------------------------------------------------
-    def on_resize(self) -> None:
-        self._check_size()
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size: ``self.size`` is still the old one while this handler runs (the
+        # App's own resize handler, which updates it, comes after ours).
+        self._check_size(event.size)
 
     def _runner(self, target: DOMNode, action: str) -> Callable[[], Awaitable[bool]]:
         def run() -> Awaitable[bool]:
@@ -351,15 +492,32 @@ class ControlRoom(App[None]):
 
         return run
 
-    def _check_size(self) -> None:
-        small = self.size.width < MIN_SIZE[0] or self.size.height < MIN_SIZE[1]
-        if small and self._too_small is None:
-            self._too_small = TooSmallScreen(MIN_SIZE)
+    def _check_size(self, size: Size | None = None) -> None:
+        size = size or self.size
+        small = size.width < MIN_SIZE[0] or size.height < MIN_SIZE[1]
+        if small and self._too_small is not None:
+            self._too_small.show_size(size)
+        elif small:
+            self._too_small = TooSmallScreen(MIN_SIZE, size)
             self.push_screen(self._too_small)
-        elif not small and self._too_small is not None:
+        elif self._too_small is not None:
             screen, self._too_small = self._too_small, None
             if self.screen is screen:
                 self.pop_screen()
+
+
+def hide_refused(node: DOMNode, specs: Iterable[ActionSpec], read_only: bool) -> None:
+    """Leave the actions a read-only room refuses out of ``node``'s footer hints. Their keys
+    stay bound, so pressing one still says why (``run_action``'s gate). Textual's Footer shows
+    a binding when its ``show`` is set and has no per-instance switch (a check_action False
+    would also unbind the key), so the node's own copy of its bindings (made from BINDINGS for
+    each instance, keymaps are applied on top later) gets copies with ``show`` off."""
+    refused = {spec.action for spec in specs if refusal(spec, read_only)}
+    if not refused:
+        return
+    keys = node._bindings.key_to_bindings
+    for key, bound in keys.items():
+        keys[key] = [replace(b, show=False) if b.action in refused else b for b in bound]
 
 
 def _theme_setter(app: ControlRoom, name: str) -> Callable[[], None]:
@@ -370,3 +528,12 @@ def _theme_setter(app: ControlRoom, name: str) -> Callable[[], None]:
 
 
 _ROOM: type[Room] = ControlRoom  # the app is what its screens expect (checked by mypy)
+
+
+def step_entry(entries: list[JournalEntryView], step: int | None) -> JournalEntryView | None:
+    """The entry that recorded ``step`` of a run (its first: the model turn, or the tool's
+    intent), from that run's entries; the run's start when no step is asked for."""
+    if step is None:
+        return next((e for e in reversed(entries) if e.entry_type == "run_started"), None)
+    mine = [e for e in entries if e.step == step]
+    return min(mine, key=lambda e: e.seq) if mine else None

@@ -117,6 +117,15 @@ def _explain(exc: pydantic.ValidationError, path: Path, shown: str, text: str) -
     return SettingsError(message, path=path, line=line, field=field)
 
 
+def find_key_line(path: Path, *loc: str) -> int | None:
+    """Best-effort 1-based line of ``table.key`` (or a top-level key) in the file at ``path``,
+    for a message about a value that parsed but is not usable."""
+    try:
+        return _find_line(path.read_text(encoding="utf-8"), list(loc))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 _TABLE = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]")
 
 

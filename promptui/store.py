@@ -4,6 +4,7 @@ nothing here touches a widget or a runtime object."""
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -45,6 +46,18 @@ class FeedLine:
     process: str
     kind: str
     text: str
+    run_id: str = ""  # the run it is about, when there is one: Enter drills down to it
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityLine:
+    """One line of the activity log or the live tail (rendered with its time by a widget)."""
+
+    at: float
+    process: str  # "" for a summary line
+    kind: str
+    text: str
+    run_id: str = ""
 
 
 def describe(event: RuntimeEvent) -> str:
@@ -99,13 +112,69 @@ def describe(event: RuntimeEvent) -> str:
 
 
 ACTIVITY_PER_TICK = 40  # more than this in one tick is summarised: nobody reads 4,000 lines/s
+TAIL_LINES = 5000  # the live tail keeps this many lines
+TAIL_PER_TICK = 400  # the live tail shows every event up to this many a tick, then counts
+# What the live tail shows: every process's runs and steps, and what happens to its events.
+TAIL_KINDS = frozenset({"run.queued", "run.started", "run.step", "run.finished", "run.waiting",
+                        "event.dead_lettered", "process.state", "process.recovered",
+                        "process.draining", "journal.fault", "health.anomaly",
+                        "budget.exceeded", "incident.changed", "escalation.sent"})
+
+
+def tail_text(event: RuntimeEvent) -> str:
+    """The live tail's words for an event: the activity's, plus steps and queueing."""
+    kind = event.kind
+    get = event.__getattribute__
+    if kind == "run.step":
+        detail = f": {get('detail')}" if get("detail") else ""
+        return (f"run {get('run_id')[:8]} step {get('step')} {get('step_kind')} "
+                f"{get('name')}{detail}")
+    if kind == "run.queued":
+        return f"event {get('event_id')[:8]} queued ({get('trigger_type')})"
+    if kind == "process.state":
+        reason = f" ({get('reason')})" if get("reason") else ""
+        return f"{get('from_state')} -> {get('to_state')}{reason}"
+    return describe(event)
+
+
+class ProcessFilter:
+    """The dashboard's `/` filter: a regex on a process's name or state; `!re` inverts it.
+    Shared by the process table and the live tail, so both show the same processes."""
+
+    def __init__(self, text: str = "") -> None:
+        self.text = ""
+        self.error = ""
+        self._pattern: re.Pattern[str] | None = None
+        self._invert = False
+        self.set(text)
+
+    def set(self, text: str) -> str:
+        """Take a new filter text; returns the error ("" when it is a valid regex). An invalid
+        one keeps the previous filter."""
+        invert = text.startswith("!")
+        try:
+            pattern = re.compile(text[1:] if invert else text, re.IGNORECASE) if text else None
+        except re.error as exc:
+            self.error = f"invalid regex: {exc}"
+            return self.error
+        self.text, self.error, self._pattern, self._invert = text, "", pattern, invert
+        return ""
+
+    def matches(self, name: str, state: str = "") -> bool:
+        if self._pattern is None:
+            return True
+        found = bool(self._pattern.search(name) or (state and self._pattern.search(state)))
+        return found != self._invert
 
 
 class UIStore:
     def __init__(self) -> None:
         self.processes: dict[str, ProcessSummary] = {}
         self.feed: deque[FeedLine] = deque(maxlen=FEED_LINES)
-        self.activity: deque[str] = deque(maxlen=ACTIVITY_LINES)
+        self.activity: deque[ActivityLine] = deque(maxlen=ACTIVITY_LINES)
+        self.tail: deque[ActivityLine] = deque(maxlen=TAIL_LINES)
+        self.tail_count = 0  # every tail line ever added: a screen keeps its place by it
+        self.process_filter = ProcessFilter()
         self.queue_history: dict[str, deque[float]] = {}
         self.rate_history: dict[str, deque[float]] = {}
         self.events_per_second = 0.0
@@ -114,34 +183,50 @@ class UIStore:
         self._window: deque[tuple[float, int]] = deque(maxlen=20)  # (time, events) per tick
 
     def ingest(self, events: list[RuntimeEvent], now: float,
-               elapsed: float) -> tuple[list[FeedLine], list[str]]:
+               elapsed: float) -> tuple[list[FeedLine], list[ActivityLine]]:
         """Take one tick's events; returns the new feed lines and activity lines."""
         feed: list[FeedLine] = []
-        activity: list[str] = []
+        activity: list[ActivityLine] = []
         per_process: dict[str, int] = {}
         activity_events: list[RuntimeEvent] = []
+        tail: list[ActivityLine] = []
+        tail_skipped = 0
         for event in events:
+            if event.kind in TAIL_KINDS:
+                if len(tail) < TAIL_PER_TICK:
+                    tail.append(ActivityLine(event.timestamp, event.process, event.kind,
+                                             tail_text(event), _run_of(event)))
+                else:
+                    tail_skipped += 1
             per_process[event.process] = per_process.get(event.process, 0) + 1
             severity = FEED_KINDS.get(event.kind)
             if event.kind == "incident.changed":
                 self.incident_changes += 1
                 severity = INCIDENT_FEED.get(getattr(event, "action", ""))
             if severity is not None:
-                if event.kind in ("escalation.sent", "journal.fault") and not getattr(
-                        event, "error", "") and not getattr(event, "reason", ""):
-                    severity = "info"  # delivered / writing again
+                if event.kind == "escalation.sent" and not getattr(event, "error", ""):
+                    severity = "info"  # delivered
+                if event.kind == "journal.fault" and not getattr(event, "reason", ""):
+                    severity = "info"  # writing again
                 line = FeedLine(event.timestamp, severity, event.process, event.kind,
-                                describe(event))
+                                describe(event), _run_of(event))
                 feed.append(line)
                 self.feed.append(line)
             if event.kind in ("run.started", "run.finished", "process.recovered"):
                 activity_events.append(event)
         skipped = len(activity_events) - ACTIVITY_PER_TICK
         if skipped > 0:
-            activity.append(f"… {skipped} more runs started or finished this tick")
+            activity.append(ActivityLine(now, "", "summary",
+                                         f"… {skipped} more runs started or finished this tick"))
             activity_events = activity_events[-ACTIVITY_PER_TICK:]
-        activity.extend(f"{e.process}: {describe(e)}" for e in activity_events)
+        activity.extend(ActivityLine(e.timestamp, e.process, e.kind, describe(e), _run_of(e))
+                        for e in activity_events)
         self.activity.extend(activity)
+        if tail_skipped:
+            tail.append(ActivityLine(now, "", "summary",
+                                     f"… {tail_skipped} more events this tick (not shown)"))
+        self.tail.extend(tail)
+        self.tail_count += len(tail)
         self._window.append((max(elapsed, 1e-6), len(events)))
         seconds = sum(t for t, _ in self._window)
         self.events_per_second = sum(n for _, n in self._window) / seconds if seconds else 0.0
@@ -187,3 +272,8 @@ class UIStore:
     @property
     def total_queued(self) -> int:
         return sum(s.queue_depth for s in self.processes.values())
+
+
+def _run_of(event: RuntimeEvent) -> str:
+    run_id = getattr(event, "run_id", None)
+    return run_id if isinstance(run_id, str) else ""

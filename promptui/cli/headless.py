@@ -31,7 +31,7 @@ from promptui.cli.options import (
 if TYPE_CHECKING:
     from runtime_core import AgentRuntime
 
-SECONDS_OPTION = typer.Option(None, "--seconds", "-s", min=0.1,
+SECONDS_OPTION = typer.Option(None, "--seconds", "-s", min=0.1, metavar="SECONDS",
                               help="Stop after this long instead of at Ctrl+C.")
 
 

@@ -27,6 +27,7 @@ from promptui.cli.options import (
     server_for,
     wrapped,
 )
+from promptui.cli.plain_help import Typer
 from promptui.format import clock_ms
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 FOLLOW_SECONDS = 0.5
 PAGE = 1000
 
-journal_app = typer.Typer(help="Export and verify a journal file.", no_args_is_help=True)
+journal_app = Typer(help="Export and verify a journal file.", no_args_is_help=True)
 
 
 def format_entry(entry: JournalEntry, width: int = 100) -> str:
@@ -65,7 +66,8 @@ def _emit(entries: list[JournalEntry], as_json: bool, width: int) -> None:
 def logs(
     process: str = NAME_ARGUMENT,
     lines: int = typer.Option(20, "-n", "--lines", min=1, help="How many recent entries."),
-    entry_type: str | None = typer.Option(None, "--type", "-t", help="Only this entry type."),
+    entry_type: str | None = typer.Option(None, "--type", "-t", help="Only this entry type "
+                                          "(e.g. run_finished, tool_intent, dead_lettered)."),
     as_json: bool = json_option("One JSON object per line."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new entries."),
     journal: Path = JOURNAL_OPTION,
@@ -76,8 +78,13 @@ def logs(
 
     From the server given by --url or PROMPTUI_URL (or running here), else from the journal
     file."""
-    from runtime_core.control.offline import JournalError, read_entries
+    from runtime_core.control.offline import JournalError, check_entry_type, read_entries
 
+    if entry_type is not None:
+        try:  # a type nothing journals would match nothing: say so instead of printing nothing
+            check_entry_type(entry_type)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
     width = shutil.get_terminal_size((160, 24)).columns
     target = server_for(url, token, journal)
     if target is not None:

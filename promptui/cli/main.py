@@ -13,12 +13,13 @@ from promptui.cli.journal import journal_app, logs
 from promptui.cli.locate import locate
 from promptui.cli.manifests import init, validate
 from promptui.cli.options import console
+from promptui.cli.plain_help import Typer
 from promptui.cli.remote import dead_letters, restart, resume, start, status, stop, suspend
 from promptui.cli.rewind import fork, rewind
 from promptui.cli.serve import serve
 from promptui.cli.ui import attach, ui
 
-app = typer.Typer(
+app = Typer(
     add_completion=False,
     no_args_is_help=False,
     help="promptui: a terminal control room for long-running AI agent processes.",

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +76,23 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def journal_problem(exc: Exception) -> str:
+    """The one line for a journal error. A journal held by the 'promptui serve' running in
+    this folder says how to go through it instead (its URL), not only who holds it."""
+    from runtime_core.control.offline import JournalLocked
+
+    if not isinstance(exc, JournalLocked) or exc.holder is None \
+            or exc.holder.is_this_process():
+        return str(exc)
+    served = _discovered()
+    if served is not None and served.get("pid") == exc.holder.pid \
+            and exc.holder.host == socket.gethostname():
+        url = served["url"]
+        return (f"journal {exc.path} is held by promptui serve (pid {exc.holder.pid}, {url}): "
+                f"run this with --url {url}, or stop the server")
+    return f"{exc} (a 'promptui serve' holding it takes this command with --url and its address)"
+
+
 def check_process(path: Path, process: str) -> None:
     """Exit 2 unless the journal at ``path`` has entries for ``process``."""
     from runtime_core.control.offline import JournalError
@@ -82,7 +101,35 @@ def check_process(path: Path, process: str) -> None:
     try:
         check(path, process)
     except JournalError as exc:
-        raise fail(str(exc)) from None
+        raise fail(journal_problem(exc)) from None
+
+
+# -- confirmations -------------------------------------------------------------------------------
+YES_OPTION = typer.Option(False, "--yes", "-y", help="Go ahead without asking.")
+
+
+def confirm(what: str, why: str = "", *, yes: bool, type_name: str | None = None) -> None:
+    """The command line's one rule for a bulk or irreversible action: it asks first, saying
+    what it will do, with "no" as the default answer; ``--yes`` skips the question; with no
+    terminal on stdin (a script, a pipe, CI) and no --yes it refuses (exit 2) rather than hang
+    or guess. With ``type_name`` the answer is that name typed out, anything else cancels (the
+    control room's rule before an irreversible rewind). Returns when it may go ahead; a "no"
+    prints "Nothing changed." and exits 1."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise fail(f"{what}: not asked, as stdin is not a terminal; pass --yes (-y) to go "
+                   "ahead")
+    question = what[:1].upper() + what[1:] + "?" + (f" {why}" if why else "")
+    if type_name is None:
+        agreed = typer.confirm(question, default=False)
+    else:
+        typed = typer.prompt(f"{question}\nType {type_name} to go ahead (anything else "
+                             "cancels)", default="", show_default=False)
+        agreed = typed.strip() == type_name
+    if not agreed:
+        out.print("Nothing changed.")
+        raise typer.Exit(1)
 
 
 # -- which server --------------------------------------------------------------------------------

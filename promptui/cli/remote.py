@@ -23,7 +23,9 @@ from promptui.cli.options import (
     START_ONE,
     TOKEN_OPTION,
     URL_OPTION,
+    YES_OPTION,
     check_process,
+    confirm,
     err,
     fail,
     json_option,
@@ -149,13 +151,17 @@ def dead_letters(
     redeliver: list[str] = typer.Option(None, "--redeliver", help="Redeliver this event "
                                         "(an id or a unique prefix; repeat for more)."),
     every: bool = typer.Option(False, "--all", help="Redeliver every dead letter."),
-    clear: bool = typer.Option(False, "--clear", help="Drop every dead letter."),
+    clear: bool = typer.Option(False, "--clear", help="Drop every dead letter (they cannot be "
+                               "redelivered after)."),
+    yes: bool = YES_OPTION,
     as_json: bool = json_option("Print a JSON list."),
     url: str | None = URL_OPTION,
     token: str | None = TOKEN_OPTION,
     journal: Path = JOURNAL_OPTION,
 ) -> None:
-    """List a process's dead letters; redeliver them (--redeliver ID, --all) or --clear them."""
+    """List a process's dead letters; redeliver them (--redeliver ID, --all) or --clear them.
+
+    --all and --clear ask first (--yes does not; without a terminal, pass --yes)."""
     from runtime_core.control.offline import JournalError
     from runtime_core.control.offline import dead_letters as stored_dead_letters
 
@@ -178,6 +184,18 @@ def dead_letters(
                        f"{journal}", "Redelivering needs the runtime: 'promptui serve', then "
                        f"promptui dead-letters {name} --all.")
         return
+    if (clear or every) and not yes:  # bulk: say how many, ask (--yes: straight on)
+        letters = on_server(target, lambda control: _all_letters(control, name))
+        if not letters:
+            out.print(f"{escape(name)} has no dead letters (on {escape(target.url)}).")
+            return
+        if clear:
+            confirm(f"clear {_letters(len(letters))} of {name}",
+                    "They cannot be redelivered after.", yes=yes)
+        else:  # payloads told apart by their previews, as the room shows them
+            payloads = len({letter.payload_preview for letter in letters})
+            confirm(f"redeliver {_letters(len(letters))} of {name} ({payloads} distinct "
+                    f"payload{'s' if payloads != 1 else ''})", "Each runs again.", yes=yes)
     if clear:
         count = on_server(target, lambda control: control.clear_dead_letters(name))
         out.print(f"{escape(name)}: {count} dead letter(s) cleared")
@@ -189,6 +207,10 @@ def dead_letters(
         _print_letters(name, letters, as_json, f"on {target.url}",
                        f"Redeliver: promptui dead-letters {name} --redeliver ID (an id's first "
                        "characters are enough) or --all; --json gives the full ids.")
+
+
+def _letters(count: int) -> str:
+    return f"{count} dead letter{'s' if count != 1 else ''}"
 
 
 async def _redeliver(control: RemoteControl, name: str, wanted: list[str] | None) -> int:

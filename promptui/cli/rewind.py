@@ -1,5 +1,8 @@
-"""``promptui rewind`` and ``promptui fork``: preview and apply a rewind, or fork, straight in a
-journal file, for a process that is not running (in the control room: the timeline, `w`)."""
+"""``promptui rewind`` and ``promptui fork``: preview and apply a rewind, or fork, through the
+server that runs the process (``--url``, ``PROMPTUI_URL`` or the ``promptui serve`` running
+here), else straight in the journal file of a process that is not running (in the control room:
+the timeline, `w`). A journal a runtime holds is never written from here: the command goes
+through its server, or says how to."""
 
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ from promptui.cli.options import (
     URL_OPTION,
     ServerTarget,
     check_process,
+    confirm,
     fail,
+    journal_problem,
     on_server,
     out,
     server_for,
@@ -84,8 +89,11 @@ def rewind(
                                        "(PROCESS:SEQ or SEQ); without it, recent entries."),
     mode: str = typer.Option("both", "--mode", "-m", help=f"One of: {MODES}."),
     plan_only: bool = typer.Option(False, "--plan", help="Print the plan; change nothing."),
-    apply: bool = typer.Option(False, "--apply", help="Apply the rewind (asks first)."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Apply without asking."),
+    apply: bool = typer.Option(False, "--apply", help="Apply the rewind (asks first: with "
+                               "writes to the outside world after ENTRY, for the process "
+                               "name)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Apply without asking (needed "
+                             "without a terminal)."),
     limit: int = typer.Option(30, "--limit", "-n", min=1, help="Entries to list."),
     journal_path: Path = JOURNAL_OPTION,
     url: str | None = URL_OPTION,
@@ -126,9 +134,7 @@ def rewind(
         raise fail("mode cancel only previews; choose another mode to apply")
     plan = _run(journal_path, process, entry, chosen, dry=True)
     print_plan(plan)
-    if not yes and not typer.confirm("Apply this rewind?", default=False):
-        out.print("Nothing changed.")
-        raise typer.Exit(1)
+    confirm_rewind(plan, yes)
     _run(journal_path, process, entry, chosen, dry=False)
     out.print(f"Rewound {process} to just before {plan.target_entry_id}; its next start "
               "recovers this state.")
@@ -157,32 +163,62 @@ def _rewind_on_server(target: ServerTarget, process: str, entry: str | None, mod
     if not apply:
         out.print(f"Apply: promptui rewind {process} {entry} --mode {chosen.value} --apply")
         return
-    if not yes and not typer.confirm("Apply this rewind?", default=False):
-        out.print("Nothing changed.")
-        raise typer.Exit(1)
+    confirm_rewind(plan, yes)
     result = on_server(target, lambda control: control.rewind(process, entry_id, chosen.value))
     out.print(f"Rewound {process} to just before {plan.target_entry_id} "
               f"({result.rewind_entry_id}); it continues from this state.")
 
 
+def confirm_rewind(plan: RewindPlan, yes: bool) -> None:
+    """Ask as the control room does: a plan with writes to the outside world after the target
+    (``irreversible``) wants the process name typed; any other plan a plain yes."""
+    what = (f"rewind {plan.process} to just before {plan.target_entry_id} "
+            f"(mode {plan.mode.value})")
+    if plan.irreversible:
+        writes = len(plan.outside_effects)
+        confirm(what, f"{writes} write(s) to the outside world after it stay done.", yes=yes,
+                type_name=plan.process)
+    else:
+        confirm(what, "History is kept; a rewind entry is appended.", yes=yes)
+
+
 def fork(
     process: str = typer.Argument(..., help="The process to fork."),
     entry: str = typer.Argument(..., help="Fork from just before this entry (PROCESS:SEQ)."),
-    new_name: str = typer.Argument(..., help="The new process's name."),
+    new_name: str = typer.Argument(..., help="The new process's name: a letter, then "
+                                   "letters, digits, '-' or '_' (at most 64)."),
     journal_path: Path = JOURNAL_OPTION,
+    url: str | None = URL_OPTION,
+    token: str | None = TOKEN_OPTION,
 ) -> None:
-    """Record a fork: NEW_NAME starts from PROCESS's state just before ENTRY."""
+    """Fork: NEW_NAME starts from PROCESS's state just before ENTRY.
+
+    On the server given by --url or PROMPTUI_URL (or running here) NEW_NAME starts there at
+    once; else the fork is recorded in the journal file, for NEW_NAME's first start."""
     import asyncio
 
     from runtime_core.control import offline
 
+    try:  # the control room's rule, checked before anything is read or written
+        offline.check_new_name(new_name)
+        entry_id = f"{process}:{offline.parse_entry_id(process, entry)}"
+    except (offline.UnknownEntry, ValueError) as exc:
+        raise fail(str(exc)) from None
+    target = server_for(url, token, journal_path)
+    if target is not None:
+        child = on_server(target, lambda control: control.fork(process, entry_id, new_name))
+        out.print(f"Forked {process} at {entry_id} as {child} on {target.url}: it runs from "
+                  "that state.")
+        return
     if not journal_path.exists():
         raise fail(f"no journal at {journal_path}; pass --journal PATH")
     check_process(journal_path, process)
     try:
         first = asyncio.run(offline.fork(journal_path, process, entry, new_name))
-    except (offline.UnknownEntry, ValueError, offline.JournalError) as exc:
+    except (offline.UnknownEntry, ValueError) as exc:
         raise fail(str(exc)) from None
+    except offline.JournalError as exc:
+        raise fail(journal_problem(exc)) from None
     out.print(f"Forked {process} at {entry} as {new_name} ({first}). Give {new_name} a "
               f"manifest (a copy of {process}'s with name: {new_name}) and start it: it "
               "begins from that state.")
@@ -198,5 +234,7 @@ def _run(path: Path, process: str, entry: str, mode: RewindMode, *, dry: bool) -
         if dry:
             return asyncio.run(offline.rewind_plan(path, process, entry, mode))
         return asyncio.run(offline.rewind(path, process, entry, mode, actor="cli"))
-    except (offline.UnknownEntry, ValueError, offline.JournalError) as exc:
+    except (offline.UnknownEntry, ValueError) as exc:
         raise fail(str(exc)) from None
+    except offline.JournalError as exc:
+        raise fail(journal_problem(exc)) from None

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 THEME_OPTION = typer.Option(None, "--theme", help="Theme name (t cycles them).")
 NO_MOUSE_OPTION = typer.Option(False, "--no-mouse", help="Leave the mouse to the terminal "
                                "(native text selection).")
-REFRESH_OPTION = typer.Option(None, "--refresh", min=1, max=30,
+REFRESH_OPTION = typer.Option(None, "--refresh", min=1, max=30, metavar="HZ",
                               help="UI refresh rate in Hz (default 10).")
 LOW_BANDWIDTH_OPTION = typer.Option(False, "--low-bandwidth", help="For SSH: a 3 Hz pump, no "
                                     "animations, a 256-colour-safe theme.")
@@ -119,10 +119,13 @@ def _settings() -> Settings:
 def open_room(control: ControlPlane, *, theme: str | None, no_mouse: bool,
               refresh: float | None, low_bandwidth: bool) -> None:
     """Run the control room on ``control`` (embedded or attached) until the operator quits."""
-    from promptui.settings import user_themes_dir
+    from promptui.cli.keymap import keymap_warnings
+    from promptui.settings import config_path, user_themes_dir
     from promptui.themes import LOW_BANDWIDTH_THEME, load_themes
 
     settings = _settings()
+    for warning in keymap_warnings(settings.keymap, config_path()):
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     low = low_bandwidth or settings.low_bandwidth
     if low:
         os.environ.setdefault("TEXTUAL_FPS", "10")  # read when the app starts drawing

@@ -9,11 +9,20 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, Footer, Input, Label, Sparkline
 
 from promptui.actions import DASHBOARD_ACTIONS, bindings
-from promptui.screens.base import LiveScreen, OpenIncidents, OpenProcess
-from promptui.store import FeedLine, UIStore
-from promptui.widgets.feeds import ActivityLog, AnomalyFeed
+from promptui.format import clip
+from promptui.screens.base import (
+    LiveScreen,
+    OpenIncidents,
+    OpenProcess,
+    ShowValue,
+    drill_down,
+    view_line,
+)
+from promptui.store import ActivityLine, FeedLine, UIStore
+from promptui.widgets.feeds import ActivityLog, AnomalyFeed, FollowLog
 from promptui.widgets.header import StatusHeader
 from promptui.widgets.process_table import ProcessTable
+from promptui.widgets.view_values import process_value
 
 
 class DashboardScreen(LiveScreen):
@@ -51,7 +60,7 @@ class DashboardScreen(LiveScreen):
 
     # -- the pump writes here (only while this screen is active) -------------------------
     async def show(self, store: UIStore, now: float, feed: list[FeedLine],
-                   activity: list[str]) -> None:
+                   activity: list[ActivityLine]) -> None:
         if not self.query(AnomalyFeed):
             return  # not composed yet; the store keeps everything for replay()
         control = self.room.control
@@ -59,7 +68,7 @@ class DashboardScreen(LiveScreen):
                                           control.link)
         self.table.sync(store.processes, now)
         self.feed.add(feed)
-        self.query_one(ActivityLog).add(activity, now)
+        self.query_one(ActivityLog).add(activity)
         self._show_sparks(store)
 
     def _show_sparks(self, store: UIStore) -> None:
@@ -74,7 +83,7 @@ class DashboardScreen(LiveScreen):
         queue_points = list(store.queue_history.get(name, ()))
         rate_points = list(store.rate_history.get(name, ()))
         now_rate = rate_points[-1] if rate_points else 0.0
-        label.update(f"{name[:24]}\nqueue {store.processes[name].queue_depth:<4} "
+        label.update(f"{clip(name, 24)}\nqueue {store.processes[name].queue_depth:<4} "
                      f"· {now_rate:5.1f} ev/s")
         queue.data, rate.data = queue_points, rate_points
 
@@ -82,14 +91,23 @@ class DashboardScreen(LiveScreen):
         self.replay(self.room.store)
 
     def replay(self, store: UIStore) -> None:
-        """Refill the logs from the store after another screen was on top."""
-        if self.feed.paused:
-            return  # what the operator is reading stays put
-        self.feed.clear()
-        self.feed.add(list(store.feed)[-200:])
-        activity = self.query_one(ActivityLog)
-        activity.clear()
-        activity.write_lines(list(store.activity)[-200:])
+        """Refill the logs from the store after another screen was on top (a held log keeps
+        what the operator is reading; it follows again with end or F)."""
+        feed, activity = list(store.feed)[-200:], list(store.activity)[-200:]
+        self.feed.reset([AnomalyFeed.render_line_text(line) for line in feed], feed)
+        self.query_one(ActivityLog).reset(
+            [ActivityLog.render_line_text(line) for line in activity], activity)
+
+    @on(FollowLog.Chosen)
+    def _line_chosen(self, event: FollowLog.Chosen) -> None:
+        """Enter on a feed or activity line: drill down to its process (at its run)."""
+        event.stop()
+        drill_down(self, event.item)
+
+    @on(FollowLog.Viewed)
+    def _line_viewed(self, event: FollowLog.Viewed) -> None:
+        event.stop()
+        view_line(self, event.item, event.text)
 
     @on(DataTable.RowHighlighted)
     def _selection_moved(self) -> None:
@@ -105,14 +123,32 @@ class DashboardScreen(LiveScreen):
         if name is not None:
             self.post_message(OpenProcess(name))
 
+    def action_view(self) -> None:
+        """v: the process whole, its table row and its status (read now, not cut to fit)."""
+        name = self.current_process()
+        if name is None:
+            return
+        self.run_worker(self._view(name), group="view", exclusive=True)
+
+    async def _view(self, name: str) -> None:
+        try:
+            status: object = await self.room.control.process_status(name)
+        except Exception as exc:  # gone, or a remote that went away: show what we have
+            status = f"cannot read its status: {exc}"
+        row = self.room.store.processes.get(name)
+        self.post_message(ShowValue(f"Process {name}", process_value(row, status), name))
+
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = True
+        box.select_on_focus = False  # opened again: the kept filter, to edit, not to retype
         box.focus()
+        box.cursor_position = len(box.value)
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         error = self.table.set_filter(event.value)
+        self.room.store.process_filter.set(event.value)  # the live tail shows the same
         event.input.border_subtitle = error or ""
 
     @on(Input.Submitted, "#filter")
@@ -126,6 +162,7 @@ class DashboardScreen(LiveScreen):
             box.value = ""
             box.display = False
             self.table.set_filter("")
+            self.room.store.process_filter.set("")
             self.table.focus()
 
     def action_sort(self) -> None:
@@ -138,6 +175,11 @@ class DashboardScreen(LiveScreen):
 
     def action_incidents(self) -> None:
         self.post_message(OpenIncidents())
+
+    def action_live_tail(self) -> None:
+        from promptui.screens.live_tail import LiveTailScreen  # loaded when first opened
+
+        self.app.push_screen(LiveTailScreen())
 
     def action_pause_feed(self) -> None:
         paused = self.feed.toggle_pause()

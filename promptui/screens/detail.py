@@ -16,8 +16,13 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from promptui.actions import DETAIL_ACTIONS, RECONCILE, bindings
-from promptui.screens.base import LiveScreen, OpenTimeline
-from promptui.screens.dialogs import ConfirmDialog, ReconcileChoice, ReconcileDialog
+from promptui.screens.base import LiveScreen, OpenTimeline, ShowValue
+from promptui.screens.dialogs import (
+    ReconcileChoice,
+    ReconcileDialog,
+    clear_dead_dialog,
+    redeliver_all_dialog,
+)
 from promptui.screens.evidence_dialog import EvidenceChoice, EvidenceDialog
 from promptui.screens.run_steps import RunStepsDialog
 from promptui.store import FeedLine, UIStore
@@ -41,7 +46,8 @@ from promptui.widgets.keyed_table import KeyedTable
 from promptui.widgets.live_view import LiveView
 from promptui.widgets.process_table import STATE_STYLES
 from promptui.widgets.process_views import config_view, governance_view
-from runtime_core.control import ControlError, ProcessDetail, RunView
+from promptui.widgets.view_values import detail_row
+from runtime_core.control import ControlError, JournalEntryView, ProcessDetail, RunView
 
 TIMELINE_ROWS = 50  # the tab shows the newest entries; the full timeline is `w`
 # What gets the focus when a tab is picked by its number key.
@@ -49,6 +55,7 @@ TAB_FOCUS = {"live": "#live-log", "queue": "#queue-table", "dead": "#dead-table"
              "runs": "#runs-table", "context": "#context-table",
              "conversation": "#conversation-log", "governance": "#governance-scroll",
              "config": "#config-scroll", "timeline": "#timeline-table"}
+VIEWABLE = frozenset({"queue", "dead", "runs", "context", "timeline"})  # v shows the row whole
 DEAD_ONLY = frozenset({"mark", "redeliver", "redeliver_all", "clear_dead", "older_dead",
                        "newer_dead"})
 
@@ -58,14 +65,16 @@ class ProcessDetailScreen(LiveScreen):
     ACTIONS = DETAIL_ACTIONS
     BINDINGS = bindings(DETAIL_ACTIONS)
 
-    def __init__(self, process: str) -> None:
+    def __init__(self, process: str, *, focus_run: str = "") -> None:
         super().__init__()
         self.process = process
+        self.focus_run = focus_run  # a drill-down: show this run's steps once it is read
         self.detail: ProcessDetail | None = None
         self.now = 0.0
         self.gone = ""  # why the process cannot be read, when it cannot
         self.marked: set[str] = set()  # dead-letter event ids
         self.dead_page: DeadPage | None = None  # an older page; None: the newest ones
+        self.timeline_entries: list[JournalEntryView] = []  # the timeline tab's rows
         self._static_shown: dict[str, dict[str, Any] | None] = {}
         self._ready = False  # the pump may call show() before the tabs are mounted
 
@@ -136,8 +145,25 @@ class ProcessDetailScreen(LiveScreen):
             self._draw(self.active_tab)
             if self.active_tab == "timeline":
                 await self._draw_timeline()
+            if self.focus_run:
+                self._open_focus_run()
         except NoMatches:  # the app is tearing the screen down under us
             return
+
+    def _open_focus_run(self) -> None:
+        """The drill-down's next step: the Runs tab at that run, and its steps."""
+        run_id, self.focus_run = self.focus_run, ""
+        self.show_tab("runs")
+        self._draw_table("runs")
+        run = self._run(run_id)
+        if run is None:
+            self.app.notify(f"run {run_id[:8]} is no longer among the runs kept here",
+                            severity="warning", timeout=4)
+            return
+        table = self.table("runs")
+        if run_id in table.keys:
+            table.move_cursor(row=table.keys.index(run_id))
+        self.app.push_screen(RunStepsDialog(self.process, run))
 
     async def _draw_timeline(self) -> None:
         try:
@@ -146,6 +172,7 @@ class ProcessDetailScreen(LiveScreen):
         except ControlError as exc:
             self.query_one("#timeline-detail", Static).update(Text(str(exc), style="yellow"))
             return
+        self.timeline_entries = entries  # for v on a row
         self.table("timeline").sync(timeline_rows(entries))
 
     def _show_gone(self, why: str) -> None:
@@ -237,6 +264,10 @@ class ProcessDetailScreen(LiveScreen):
     def _run_chosen(self) -> None:
         self.action_open_run()
 
+    @on(DataTable.RowSelected, "#queue-table, #dead-table, #context-table")
+    def _row_chosen(self) -> None:
+        self.action_view()  # Enter is free on these tabs: the row whole
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if not self._ready:
             return True  # the footer asks before the tabs exist
@@ -244,6 +275,8 @@ class ProcessDetailScreen(LiveScreen):
             return self.active_tab == "dead"
         if action == "open_run":
             return self.active_tab == "runs"
+        if action == "view":
+            return self.active_tab in VIEWABLE
         return True
 
     # -- actions -----------------------------------------------------------------------------
@@ -252,6 +285,31 @@ class ProcessDetailScreen(LiveScreen):
 
     def action_timeline(self) -> None:
         self.post_message(OpenTimeline(self.process))
+
+    def action_view(self) -> None:
+        """v: the row under the cursor whole, in the pager."""
+        pane, d = self.active_tab, self.detail
+        if d is None or pane not in VIEWABLE:
+            return
+        letters = d.dead_letters if self.dead_page is None else self.dead_page.letters
+        shown = detail_row(pane, self.process, d, self.table(pane).cursor_key, letters,
+                           self.timeline_entries)
+        if shown is None:
+            self.app.notify("no row to show", severity="warning", timeout=2)
+            return
+        if pane in ("dead", "timeline"):  # the views cut these short: ask for them whole
+            self.run_worker(self._view_whole(pane, *shown), group="view", exclusive=True)
+            return
+        self.post_message(ShowValue(*shown))
+
+    async def _view_whole(self, pane: str, title: str, value: Any, ident: str) -> None:
+        control = self.room.control
+        try:
+            whole = await (control.dead_letter(self.process, ident) if pane == "dead"
+                           else control.journal_entry(self.process, ident))
+        except ControlError:  # gone meanwhile, or an older server: the view is what there is
+            whole = value
+        self.post_message(ShowValue(title, whole, ident))
 
     def show_tab(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
@@ -311,13 +369,32 @@ class ProcessDetailScreen(LiveScreen):
         if self.detail is not None and not self.detail.dead_letters:
             self.app.notify("no dead letters to redeliver", severity="warning", timeout=3)
             return
+        self.run_worker(self._ask_redeliver_all(), group="redeliver-all", exclusive=True)
+
+    async def _ask_redeliver_all(self) -> None:
+        """A bulk action asks first, with the count of all of them (the tab shows a page)."""
         name, control = self.process, self.room.control
-        self.marked.clear()
-        self.room.command(f"redeliver all to {name}", lambda: control.redeliver(name, None),
-                          lambda n: f"{n} redelivered to {name}")
+        try:
+            letters = await control.dead_letters(name)
+        except ControlError as exc:
+            self.app.notify(str(exc), severity="error", timeout=5)
+            return
+        if not letters:
+            self.app.notify("no dead letters to redeliver", severity="warning", timeout=3)
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.marked.clear()
+                self.room.command(f"redeliver all to {name}",
+                                  lambda: control.redeliver(name, None),
+                                  lambda n: f"{n} redelivered to {name}")
+
+        self.app.push_screen(redeliver_all_dialog(name, letters), confirmed)
 
     def action_clear_dead(self) -> None:
-        count = len(self.detail.dead_letters) if self.detail is not None else 0
+        d = self.detail
+        count = max(d.summary.dead_letters, len(d.dead_letters)) if d is not None else 0
         if not count:
             self.app.notify("no dead letters to clear", severity="warning", timeout=3)
             return
@@ -330,9 +407,7 @@ class ProcessDetailScreen(LiveScreen):
                                   lambda: control.clear_dead_letters(name),
                                   lambda n: f"{n} dead letters of {name} cleared")
 
-        self.app.push_screen(ConfirmDialog(
-            f"Clear {count} dead letter{'s' if count != 1 else ''} of {name}?",
-            "They are dropped and cannot be redelivered afterwards.", "Clear"), confirmed)
+        self.app.push_screen(clear_dead_dialog(name, count), confirmed)
 
     def action_older_dead(self) -> None:
         self._page_dead(+1)

@@ -5,7 +5,7 @@ write outcome is unknown."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static, TextArea
+
+from runtime_core.control import DeadLetterView
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -47,6 +49,28 @@ class ConfirmDialog(ModalScreen[bool]):
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+def dead_letters_count(count: int) -> str:
+    return f"{count} dead letter{'s' if count != 1 else ''}"
+
+
+def redeliver_all_dialog(process: str, letters: Sequence[DeadLetterView]) -> ConfirmDialog:
+    """Before every dead letter of ``process`` runs again: how many, and how many distinct
+    payloads (told apart by their JSON, as the rows show it): 17 letters of one payload
+    are likely one poison event, not 17 pieces of work."""
+    payloads = len({letter.payload_preview for letter in letters})
+    return ConfirmDialog(
+        f"Redeliver {dead_letters_count(len(letters))} ({payloads} distinct "
+        f"payload{'s' if payloads != 1 else ''})?",
+        f"Each goes back on {process}'s queue and runs again.", "Redeliver all")
+
+
+def clear_dead_dialog(process: str, count: int) -> ConfirmDialog:
+    return ConfirmDialog(
+        f"Clear {dead_letters_count(count)} of {process}?",
+        f"All {count} are dropped and cannot be redelivered after." if count != 1 else
+        "It is dropped and cannot be redelivered after.", "Clear")
 
 
 class ChoiceDialog(ModalScreen[str | None]):
@@ -151,21 +175,34 @@ def parse_payload(text: str) -> tuple[dict[str, Any] | None, str]:
     return value, ""
 
 
-class InjectDialog(ModalScreen[InjectRequest | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel"),
-                Binding("ctrl+s", "send", "Send", id="promptui.dialog.send")]
+EXAMPLE_PAYLOAD = '{"task": "check"}'
 
-    def __init__(self, process: str, payload: str = '{\n  "task": "check"\n}') -> None:
+
+class InjectDialog(ModalScreen[InjectRequest | None]):
+    """The payload box starts empty, the example as its placeholder, so what the operator
+    types is the payload (empty sends ``{}``). Escape and ctrl+a are the dialog's, with
+    priority: the editor would take the first Esc to leave itself, and ctrl+a to go to the
+    start of the line."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel",
+                        priority=True),
+                Binding("ctrl+s", "send", "Send", id="promptui.dialog.send"),
+                Binding("ctrl+a", "select_all", "Select all", id="promptui.dialog.select_all",
+                        priority=True)]
+
+    def __init__(self, process: str, payload: str = "",
+                 example: str = EXAMPLE_PAYLOAD) -> None:
         super().__init__(classes="dialog-screen")
         self.process = process
         self.initial = payload
+        self.example = example
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-wide"):
             yield Label(f"Inject an event into {self.process}", classes="dialog-title")
             yield Input("manual", placeholder="trigger type", id="trigger-type")
             yield TextArea(self.initial, id="payload", soft_wrap=True, tab_behavior="indent",
-                           show_line_numbers=False)
+                           show_line_numbers=False, placeholder=f"e.g. {self.example}")
             yield Static("", id="payload-error", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
@@ -182,6 +219,11 @@ class InjectDialog(ModalScreen[InjectRequest | None]):
         _, error = parse_payload(self.query_one("#payload", TextArea).text)
         self.query_one("#payload-error", Static).update(error and f"Invalid JSON: {error}")
         self.query_one("#send", Button).disabled = bool(error)
+
+    def action_select_all(self) -> None:
+        focused = self.focused
+        if isinstance(focused, TextArea | Input):
+            focused.select_all()
 
     @on(Button.Pressed, "#send")
     def action_send(self) -> None:

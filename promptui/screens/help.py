@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
 
@@ -75,19 +77,24 @@ class HelpScreen(ModalScreen[None]):
 class TooSmallScreen(ModalScreen[None]):
     """Shown instead of a squashed layout; it goes away by itself once the terminal grows."""
 
-    def __init__(self, need: tuple[int, int]) -> None:
+    def __init__(self, need: tuple[int, int], size: Size) -> None:
         super().__init__(classes="too-small")
         self.need = need
+        self.terminal = size  # the size it was pushed for: the app's may not be updated yet
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="too-small-text")
+        yield Static(self._text(), id="too-small-text")
 
-    def on_mount(self) -> None:
-        self.on_resize()
+    def on_resize(self, event: events.Resize) -> None:
+        self.show_size(event.size)
 
-    def on_resize(self, _event: object = None) -> None:
-        size = self.app.size
-        self.query_one("#too-small-text", Static).update(
-            f"Terminal too small: {size.width}x{size.height}.\n"
-            f"promptui needs at least {self.need[0]}x{self.need[1]}.\n"
-            "Enlarge the window (or press q to quit).")
+    def show_size(self, size: Size) -> None:
+        self.terminal = size
+        if self.is_mounted:
+            self.query_one("#too-small-text", Static).update(self._text())
+
+    def _text(self) -> str:
+        size = self.terminal
+        return (f"Terminal too small: {size.width}x{size.height}.\n"
+                f"promptui needs at least {self.need[0]}x{self.need[1]}.\n"
+                "Enlarge the window (or press q to quit).")

@@ -81,7 +81,10 @@ def plan_view(plan: RewindPlan) -> RenderableType:
 
 
 class RewindPreview(ModalScreen[str | None]):
-    """Dismissed with the mode to apply, or None."""
+    """Dismissed with the mode to apply, or None. ``y`` applies whenever Apply is enabled;
+    for an irreversible plan that is once the process name is typed, and then the focus moves
+    from the name box (which would take the ``y`` as text) to Apply. While Apply is off, ``y``
+    is not this screen's (``check_action``): it types, or starts the name."""
 
     CSS_PATH = "timeline.tcss"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.rewind.cancel"),
@@ -99,6 +102,7 @@ class RewindPreview(ModalScreen[str | None]):
         self.mode = mode
         self.plan: RewindPlan | None = None  # the plan of ``mode``, once read
         self.error = ""
+        self.can_apply = False  # Apply is enabled: the plan is read, allowed and confirmed
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-wide", id="rewind-dialog"):
@@ -179,6 +183,7 @@ class RewindPreview(ModalScreen[str | None]):
             why = ""
         status.update(Text(why or "y or Apply rewinds", style="yellow" if why else "green"))
         self.query_one("#apply", Button).disabled = bool(why)
+        self.can_apply = not why
 
     # -- events and actions --------------------------------------------------------------------
     @on(RadioSet.Changed, "#rewind-mode")
@@ -203,16 +208,21 @@ class RewindPreview(ModalScreen[str | None]):
             event.prevent_default()
 
     @on(Input.Changed, "#rewind-confirm")
-    def _typed(self) -> None:
+    def _typed(self, event: Input.Changed) -> None:
         self._update_apply()
+        if self.can_apply and event.input.has_focus:
+            self.query_one("#apply", Button).focus()  # y or Enter applies from here
 
     @on(Input.Submitted, "#rewind-confirm")
     def _typed_enter(self) -> None:
         self._apply()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # While Apply is off, `y` is not this screen's: it goes on to the name box.
+        return self.can_apply if action == "apply" else True
+
     def action_apply(self) -> None:
-        if not self._needs_name:  # `y` never applies an irreversible plan: type the name
-            self._apply()
+        self._apply()
 
     @on(Button.Pressed, "#apply")
     def _apply(self) -> None:

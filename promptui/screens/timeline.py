@@ -5,6 +5,7 @@ From an entry the operator previews a rewind (and applies it) or forks a new pro
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -14,11 +15,12 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from promptui.actions import REWIND, TIMELINE_ACTIONS, bindings
 from promptui.format import clip, clock, parse_when
-from promptui.screens.base import LiveScreen
+from promptui.screens.base import LiveScreen, ShowValue
 from promptui.screens.dialogs import AskDialog
 from promptui.screens.rewind_dialog import RewindPreview
 from promptui.store import FeedLine, UIStore
 from promptui.widgets.timeline_table import PREFETCH, TimelineTable, entry_detail
+from promptui.widgets.view_values import entry_value
 from runtime_core.control import ControlError, JournalEntryView, RewindResult
 
 PAGE = 200
@@ -34,12 +36,14 @@ class TimelineScreen(LiveScreen):
     ACTIONS = TIMELINE_ACTIONS
     BINDINGS = bindings(TIMELINE_ACTIONS)
 
-    def __init__(self, process: str) -> None:
+    def __init__(self, process: str, *, anchor: JournalEntryView | None = None) -> None:
         super().__init__()
         self.process = process
+        self.anchor = anchor  # a drill-down: open at this entry (n goes to the newest)
         self.text = ""
         self.entry_type: str | None = None
-        self.at_or_before: float | None = None  # a jump to a time anchors the view there
+        # A jump to a time (or to the anchor) anchors the view there.
+        self.at_or_before: float | None = anchor.timestamp if anchor is not None else None
         self.exhausted = False  # the oldest entry is loaded
         self.loaded = False  # the first page has arrived (tests wait on it)
         self.gone = ""
@@ -59,7 +63,7 @@ class TimelineScreen(LiveScreen):
     def on_mount(self) -> None:
         self.query_one("#timeline-filter", Input).display = False
         self.table.focus()
-        self.reload()
+        self.reload(self.anchor.seq if self.anchor is not None else None)
 
     def current_process(self) -> str | None:
         return self.process
@@ -250,6 +254,22 @@ class TimelineScreen(LiveScreen):
             self.table.focus()
             return
         self.app.pop_screen()
+
+    def action_view(self) -> None:
+        """v: the entry whole, in the pager (Enter previews a rewind from it)."""
+        entry = self.table.current
+        if entry is None:
+            self.app.notify("no entry selected", severity="warning", timeout=3)
+            return
+        self.run_worker(self._view_whole(entry), group="view", exclusive=True)
+
+    async def _view_whole(self, entry: JournalEntryView) -> None:
+        try:  # the line carries a summary; the entry whole has its data
+            value: Any = await self.room.control.journal_entry(self.process, entry.entry_id)
+        except ControlError:
+            value = entry_value(entry)
+        self.post_message(ShowValue(f"Journal entry #{entry.seq} of {self.process}", value,
+                                    entry.entry_id))
 
     # -- rewind and fork ---------------------------------------------------------------------
     def action_preview(self) -> None:

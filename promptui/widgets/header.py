@@ -1,5 +1,6 @@
-"""The one-line header: runtime name, clock, a reconnecting badge when an attached server is
-away, process counts by state, events/s, total queued and a read-only badge."""
+"""The one-line header: a read-only badge (first, so a narrow terminal never cuts it off),
+runtime name, clock, a reconnecting badge when an attached server is away, process counts by
+state, events/s and total queued."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ class StatusHeader(Static):
              link: str = "") -> None:
         counts = store.counts_by_state()
         text = Text()
+        if read_only:  # first: the header is cut on the right at 80 columns, never this
+            text.append(" READ-ONLY ", style="bold black on yellow")
         text.append(" promptui ", style="bold reverse")
         text.append(f" {runtime_name} ", style="bold")
         text.append(clock(now), style="dim")
@@ -51,7 +54,4 @@ class StatusHeader(Static):
         text.append(f"  queued {store.total_queued}")
         if store.dropped:
             text.append(f"  dropped {store.dropped}", style="red")
-        if read_only:
-            text.append("  ")
-            text.append(" READ-ONLY ", style="bold black on yellow")
         self.update(text)

@@ -1,6 +1,8 @@
 """The process table: one DataTable, rows keyed by process name, updated by diff (only the
-cells that changed), stable order, sortable by any column, filtered by a regex (``!`` in front
-inverts it). The selected process stays selected whatever the updates do to the rows."""
+cells that changed), stable order, sortable by any column (the header marks it, ▲ or ▼),
+filtered by a regex (``!`` in front inverts it). The selected process stays selected whatever
+the updates do to the rows. The Name column is as wide as the longest name, as far as the
+terminal allows; a cell cut short ends in an ellipsis, never silently."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from promptui.format import age
 from runtime_core.control import ProcessSummary
@@ -37,7 +40,8 @@ class Column:
     width: int | None
 
 
-# Widths fit 80 columns with a one-space gutter (cell_padding=0, see below).
+# Widths fit 80 columns with a one-space gutter (cell_padding=0, see below); the Name width is
+# the least it gets: it grows to the longest name when the terminal has the room.
 COLUMNS = (
     Column("name", "Process", 16),
     Column("state", "State", 11),
@@ -50,6 +54,19 @@ COLUMNS = (
     Column("budget", "Bdgt", 5),
     Column("last", "Last", 5),
 )
+MIN_NAME = 16
+ASCENDING, DESCENDING = "▲", "▼"
+
+
+def header_label(column: Column, arrow: str = "") -> Text:
+    """A column's header; the sort column's shows its direction, highlighted (in a narrow
+    column the arrow takes the gutter: the highlight shows whose it is)."""
+    if not arrow:
+        return Text(" " + column.label)
+    width = column.width or MIN_NAME
+    label = next((text for text in (f" {column.label} {arrow}", f" {column.label}{arrow}")
+                  if len(text) <= width), f"{column.label}{arrow}")
+    return Text(label, style="reverse")
 
 
 Cell = tuple[str, str]  # (text, style): cheap to build and compare every tick
@@ -103,7 +120,7 @@ def render_cell(key: str, cell: Cell) -> Text:
         rendered = Text(f" {number} ")
         rendered.append(bar, style=style)
         return rendered
-    return Text(" " + text, style=style)
+    return Text(" " + text, style=style, no_wrap=True, overflow="ellipsis")
 
 
 SORT_VALUES: dict[str, Callable[[ProcessSummary], object]] = {
@@ -139,7 +156,7 @@ class ProcessTable(DataTable[Text]):
         self._pattern: re.Pattern[str] | None = None
         self._inverse = False
         for column in COLUMNS:  # here, not on mount: the pump may sync before that
-            self.add_column(" " + column.label, key=column.key, width=column.width)
+            self.add_column(header_label(column), key=column.key, width=column.width)
 
     # -- what the operator chose ----------------------------------------------------------
     @property
@@ -176,9 +193,35 @@ class ProcessTable(DataTable[Text]):
         else:
             self.sort_reverse = False
         self.sort_column = column
+        self._show_sort()
         self._apply_sort()
         label = next(c.label for c in COLUMNS if c.key == column)
         return f"{label} {'descending' if self.sort_reverse else 'ascending'}"
+
+    def _show_sort(self) -> None:
+        arrow = DESCENDING if self.sort_reverse else ASCENDING
+        for column in COLUMNS:
+            self.columns[ColumnKey(column.key)].label = header_label(
+                column, arrow if column.key == self.sort_column else "")
+        self._clear_caches()  # the header row is cached like any other
+        self.refresh()
+
+    # -- width -----------------------------------------------------------------------------
+    def on_resize(self) -> None:
+        self._fit_name()
+
+    def _fit_name(self) -> None:
+        """The Name column: the longest name and its gutter, at least MIN_NAME, at most what
+        the other columns leave (and the scrollbar); a longer name ends in an ellipsis."""
+        others = sum(c.width or 0 for c in COLUMNS if c.key != "name")
+        room = self.size.width - others - self.styles.scrollbar_size_vertical
+        longest = max((cell_len(name) for name in self._rows), default=0) + 1
+        width = max(MIN_NAME, min(longest, room))
+        column = self.columns[ColumnKey("name")]
+        if column.width != width:
+            column.width, column.auto_width = width, False
+            self._require_update_dimensions = True
+            self.refresh()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
@@ -194,6 +237,8 @@ class ProcessTable(DataTable[Text]):
     def sync(self, rows: dict[str, ProcessSummary], now: float) -> None:
         previous = self._rows
         self._rows = dict(rows)
+        if previous.keys() != rows.keys():
+            self._fit_name()  # a longer name came (or went)
         self._now = now
         selected = self.selected_name
         structure_changed = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, Query, Request
+from fastapi import APIRouter, Body, Header, Path, Query, Request
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 from starlette.responses import JSONResponse, StreamingResponse
 
@@ -214,6 +214,13 @@ async def dead_letters(request: Request, name: str,
     return await control_of(request).dead_letters(name, offset=offset, limit=limit)
 
 
+@router.get("/processes/{name}/dead-letters/{event_id}",
+            summary="One dead letter whole: the event with its payload, reason, error")
+async def dead_letter(request: Request, name: str,
+                      event_id: Annotated[str, Path(max_length=200)]) -> dict[str, Any]:
+    return await control_of(request).dead_letter(name, event_id)
+
+
 @router.post("/processes/{name}/dead-letters/redeliver", response_model=Count)
 async def redeliver(request: Request, name: str,
                     body: Annotated[RedeliverBody | None, Body()] = None) -> Count:
@@ -245,6 +252,13 @@ async def remove_trigger(request: Request, name: str, trigger_id: str) -> dict[s
 
 
 # -- the journal and runs -----------------------------------------------------------------------
+@router.get("/processes/{name}/journal/{entry_id}",
+            summary="One journal entry whole, with its data (secrets redacted)")
+async def journal_entry(request: Request, name: str,
+                        entry_id: Annotated[str, Path(max_length=300)]) -> dict[str, Any]:
+    return await control_of(request).journal_entry(name, entry_id)
+
+
 @router.get("/processes/{name}/journal", response_model=list[JournalEntryView])
 async def journal(request: Request, name: str,
                   before_seq: Seq = None,
@@ -253,10 +267,11 @@ async def journal(request: Request, name: str,
                   type: Annotated[str | None, Query(max_length=64)] = None,
                   text: Annotated[str, Query(max_length=500)] = "",
                   limit: Annotated[int, Query(ge=1, le=5000)] = 200,
+                  run_id: Annotated[str | None, Query(max_length=200)] = None,
                   ) -> list[JournalEntryView]:
     return await control_of(request).journal_entries(
         name, before_seq=before_seq, after_seq=after_seq, at_or_before=at_or_before,
-        entry_type=type, text=text, limit=limit)
+        entry_type=type, text=text, limit=limit, run_id=run_id)
 
 
 @router.get("/processes/{name}/runs", response_model=list[RunView])

@@ -21,6 +21,7 @@ from runtime_core.control.views import (
     RewindPlan,
     RewindResult,
     RunView,
+    step_of,
 )
 from runtime_core.events import EventNotifier
 from runtime_core.governance.config_patch import ConfigPatchError
@@ -226,7 +227,8 @@ class LocalControl:
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
                               text: str = "", limit: int = 200,
-                              after_seq: int | None = None) -> list[JournalEntryView]:
+                              after_seq: int | None = None,
+                              run_id: str | None = None) -> list[JournalEntryView]:
         process = self._process(name)
         journal = process.journal
         if journal is None:
@@ -236,9 +238,56 @@ class LocalControl:
         entries = await journal.read(ReadFilter(
             process=name, until_seq=before_seq, until_time=at_or_before, since_seq=after_seq,
             entry_type=entry_type or None, contains=text or None, newest_first=True,
-            limit=max(1, min(limit, 5000))))
+            run_id=run_id or None, limit=max(1, min(limit, 5000))))
         return [JournalEntryView(e.entry_id, e.seq, e.entry_type, e.run_id or "", e.timestamp,
-                                 process.redact(summarize(e))) for e in entries]
+                                 process.redact(summarize(e)), step_of(e.data))
+                for e in entries]
+
+    async def journal_entry(self, name: str, entry_id: str) -> dict[str, Any]:
+        process = self._process(name)
+        journal = process.journal
+        _check_entry_id(name, entry_id)
+        if journal is None:
+            raise ControlError(f"{name} keeps no journal", "NOT_FOUND")
+        seq = parse_entry_id(name, entry_id)
+        await journal.flush()
+        found = await journal.read(ReadFilter(process=name, since_seq=seq - 1,
+                                              until_seq=seq + 1, limit=1))
+        if not found:
+            raise ControlError(f"{name} has no journal entry {entry_id}", "NOT_FOUND")
+        entry = found[0]
+        return {"entry_id": entry.entry_id, "seq": entry.seq, "entry_type": entry.entry_type,
+                "run_id": entry.run_id or "", "timestamp": entry.timestamp,
+                "data": views.redact_any(entry.data, process.redact)}
+
+    async def dead_letter(self, name: str, event_id: str) -> dict[str, Any]:
+        process = self._process(name)
+        for letter in reversed(process.dead_letters):  # the newest, in memory
+            event = letter["event"]
+            if event.event_id == event_id:
+                whole: dict[str, Any] = views.redact_any({
+                    "event": event.to_dict(), "reason": letter["reason"],
+                    "error": letter["error"], "attempts": letter["attempts"],
+                    "dead_lettered_at": letter["dead_lettered_at"]}, process.redact)
+                return whole
+        journal = process.journal
+        offset, page_size = 0, 500
+        while journal is not None and process.state is not ProcessState.CREATED:
+            try:  # older ones only the journal keeps, a page at a time
+                page = await journal.dead_letters(name, offset=offset, limit=page_size)
+            except JournalError:
+                break
+            for stored in page:
+                if stored.event.get("event_id") == event_id:
+                    kept: dict[str, Any] = views.redact_any({
+                        "event": stored.event, "reason": stored.reason, "error": stored.error,
+                        "attempts": stored.attempts,
+                        "dead_lettered_at": _iso(stored.dead_lettered_at)}, process.redact)
+                    return kept
+            if len(page) < page_size:
+                break
+            offset += page_size
+        raise ControlError(f"{name} has no dead letter {event_id}", "NOT_FOUND")
 
     async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan:
         process = self._process(name)  # outside the try: its ControlError is a RuntimeError

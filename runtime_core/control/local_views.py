@@ -73,8 +73,9 @@ def redact_run(run: RunView, redact: Redact) -> RunView:
 
 def shown_config(config: ProcessConfig) -> dict[str, Any]:
     """The configuration as it may be displayed: MCP server credentials are ``${VAR}``
-    references or ``[redacted]``, never values."""
-    data = config.model_dump(mode="json", exclude_defaults=True)
+    references or ``[redacted]``, never values. Fields are spelled as in a manifest (their
+    aliases: a scripted turn's ``raise``, not the Python name ``raise_``)."""
+    data = config.model_dump(mode="json", exclude_defaults=True, by_alias=True)
     if config.journal.level != "none":  # where and how much, even when those are defaults
         data["journal"] = config.journal.model_dump(mode="json")
     if config.servers:

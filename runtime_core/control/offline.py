@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runtime_core.control.views import DeadLetterView, JournalEntryView, preview
+from runtime_core.control.views import DeadLetterView, JournalEntryView, preview, step_of
 from runtime_core.incidents import Incident, fold_entries, value_text
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.inspect import VerifyReport, process_names, read_dead_letters
@@ -22,14 +22,37 @@ from runtime_core.journal.provider import JournalError
 from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan
 from runtime_core.journal.sqlite import SQLiteJournal
+from runtime_core.journal.sqlite_lock import JournalLocked
 from runtime_core.journal.summary import summarize
 
-__all__ = ["Incident", "JournalEntry", "JournalError", "RewindMode", "RewindPlan",
-           "UnknownEntry", "VerifyReport", "check_process", "dead_letters", "fork", "incidents",
+__all__ = ["ENTRY_TYPES", "Incident", "JournalEntry", "JournalError", "JournalLocked",
+           "RewindMode", "RewindPlan", "UnknownEntry", "VerifyReport", "check_entry_type",
+           "check_new_name", "check_process", "dead_letters", "fork", "incidents",
            "parse_entry_id", "probe_servers", "process_names", "read_entries", "recent_entries",
            "rewind", "rewind_plan", "value_text", "verify"]
 
 T = TypeVar("T")
+
+# Every type the runtime journals, in EntryType's order (its lifecycle order).
+ENTRY_TYPES: tuple[str, ...] = tuple(value for key, value in vars(EntryType).items()
+                                     if key.isupper() and isinstance(value, str))
+NAME_RULE = "a letter, then letters, digits, '-' or '_' (at most 64)"
+
+
+def check_entry_type(entry_type: str) -> None:
+    """ValueError naming the valid types unless ``entry_type`` is one the runtime journals."""
+    if entry_type not in ENTRY_TYPES:
+        raise ValueError(f"unknown entry type {entry_type!r}; use one of: "
+                         + ", ".join(ENTRY_TYPES))
+
+
+def check_new_name(name: str) -> None:
+    """ValueError unless ``name`` can name a process: the rule a manifest's name and the
+    control room's fork follow (it becomes a journal key, a path segment, a table row)."""
+    from runtime_core.manifest import NAME_PATTERN  # here: the manifest loads the whole config
+
+    if not NAME_PATTERN.match(name):
+        raise ValueError(f"{name!r} is not a process name: {NAME_RULE}")
 
 
 def check_process(path: Path, process: str) -> None:
@@ -44,7 +67,7 @@ def check_process(path: Path, process: str) -> None:
 def recent_entries(path: Path, process: str, limit: int) -> list[JournalEntryView]:
     """The newest ``limit`` entries as timeline lines, newest first."""
     return [JournalEntryView(e.entry_id, e.seq, e.entry_type, e.run_id or "", e.timestamp,
-                             summarize(e))
+                             summarize(e), step_of(e.data))
             for e in read_entries(path, process, limit=limit, newest_first=True)]
 
 
@@ -86,6 +109,7 @@ async def rewind(path: Path, process: str, entry_id: str | int, mode: RewindMode
 
 async def fork(path: Path, process: str, entry_id: str | int, new_name: str) -> str:
     """Record a fork; the id of the new process's first entry."""
+    check_new_name(new_name)
     return await _with_journal(path, lambda j: fork_offline(j, process, entry_id, new_name))
 
 

@@ -102,9 +102,10 @@ class ControlPlane(Protocol):
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
                               text: str = "", limit: int = 200,
-                              after_seq: int | None = None) -> list[JournalEntryView]:
+                              after_seq: int | None = None,
+                              run_id: str | None = None) -> list[JournalEntryView]:
         """Newest first; page with ``before_seq`` (the last seq you have); ``after_seq`` gives
-        only what came after it (to follow a journal)."""
+        only what came after it (to follow a journal); ``run_id`` only that run's entries."""
         ...
 
     async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan: ...
@@ -149,6 +150,16 @@ class ControlPlane(Protocol):
     async def add_trigger(self, name: str, config: dict[str, Any]) -> str: ...
 
     async def remove_trigger(self, name: str, trigger_id: str) -> None: ...
+
+    async def journal_entry(self, name: str, entry_id: str) -> dict[str, Any]:
+        """One journal entry whole (``entry_id``, ``seq``, ``entry_type``, ``run_id``,
+        ``timestamp`` and its ``data``), secrets redacted."""
+        ...
+
+    async def dead_letter(self, name: str, event_id: str) -> dict[str, Any]:
+        """One dead letter whole: the ``event`` (payload, metadata), ``reason``, ``error``,
+        ``attempts``, ``dead_lettered_at``; secrets redacted."""
+        ...
 
     async def health_anomalies(self, name: str) -> list[dict[str, Any]] | None:
         """Oldest first; None when the process has no health monitoring."""

@@ -239,12 +239,24 @@ class RemoteControl:
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
                               text: str = "", limit: int = 200,
-                              after_seq: int | None = None) -> list[JournalEntryView]:
+                              after_seq: int | None = None,
+                              run_id: str | None = None) -> list[JournalEntryView]:
         params = {"before_seq": before_seq, "after_seq": after_seq,
                   "at_or_before": at_or_before, "type": entry_type or None,
-                  "text": text or None, "limit": max(1, min(limit, 5000))}
+                  "text": text or None, "run_id": run_id or None,
+                  "limit": max(1, min(limit, 5000))}
         return load_list(JournalEntryView, await self._call(
             "GET", _path("processes", name, "journal"), params=params))
+
+    async def journal_entry(self, name: str, entry_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = await self._call(
+            "GET", _path("processes", name, "journal", entry_id))
+        return found
+
+    async def dead_letter(self, name: str, event_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = await self._call(
+            "GET", _path("processes", name, "dead-letters", event_id))
+        return found
 
     async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan:
         return load(RewindPlan, await self._call(

@@ -123,6 +123,7 @@ class JournalEntryView:
     run_id: str
     timestamp: float
     summary: str
+    step: int | None = None  # the run's step it records (model turns, tool intents, results)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,3 +151,9 @@ def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str,
                                                             ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def step_of(data: Any) -> int | None:
+    """The run step a journal entry records (its data's ``step``), when it records one."""
+    step = data.get("step") if isinstance(data, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None

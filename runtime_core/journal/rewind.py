@@ -18,6 +18,8 @@ from runtime_core.journal.rewind_plan import (
 )
 
 Message = dict[str, Any]
+Place = tuple[int, int]  # (seq of the entry that brought a message, its index there)
+Placed = tuple[Place, Message]
 CONVERSATION_TYPES = frozenset({EntryType.RUN_FINISHED})
 STATE_TYPES = frozenset({EntryType.CONTEXT_UPDATE, EntryType.TOOL_RESULT, EntryType.CHECKPOINT,
                          EntryType.RECONCILED, EntryType.REWIND})
@@ -98,6 +100,13 @@ class RewindEngine:
                                   max_messages: int = 0) -> list[Message]:
         """The conversation just before entry ``seq`` (None: now): the last rewind or fork
         base, then the messages of the runs finished after it."""
+        return [message for _, message in await self.placed_conversation(
+            process, seq, max_messages)]
+
+    async def conversation_base(self, process: str, seq: int | None
+                                ) -> tuple[int, list[Message]]:
+        """The last rewind or fork before entry ``seq`` (None: now) that set a whole
+        conversation: its seq (0: none) and that conversation."""
         base: list[Message] = []
         since = 0
         for kind in BASE_TYPES:
@@ -106,14 +115,38 @@ class RewindEngine:
             if found and found[0].seq > since and isinstance(
                     found[0].data.get("conversation"), list):
                 base, since = list(found[0].data["conversation"]), found[0].seq
+        return since, base
+
+    async def placed_conversation(self, process: str, seq: int | None,
+                                  max_messages: int = 0) -> list[Placed]:
+        """``conversation_before``, each message with its place in the journal: the entry that
+        brought it (a run's end, or the rewind or fork that set a whole conversation) and its
+        index there. Two lists read from one journal name the same message the same way."""
+        since, base = await self.conversation_base(process, seq)
         runs = (max_messages + 1) // 2 if max_messages else 1000  # "all": 1,000 runs back
         finished = await self.journal.read(ReadFilter(
             process=process, entry_type=EntryType.RUN_FINISHED, since_seq=since, until_seq=seq,
             newest_first=True, limit=runs))
-        messages = list(base)
+        messages: list[Placed] = [((since, i), m) for i, m in enumerate(base)]
         for entry in reversed(finished):
-            messages.extend(entry.data.get("messages") or [])
+            messages.extend(((entry.seq, i), m)
+                            for i, m in enumerate(entry.data.get("messages") or []))
         return messages[-max_messages:] if max_messages else messages
+
+    async def dropped_before(self, process: str, seq: int, current: list[Message],
+                             restored: list[Placed], max_messages: int = 0) -> list[Message]:
+        """The messages of ``current`` that a rewind to ``restored`` (the conversation just
+        before entry ``seq``) takes away. Told apart by their place in the journal, not by
+        their text or by counting: a conversation at its cap slides (both lists have lost
+        their oldest messages, so they share no beginning) and a looping agent repeats the
+        same words. Compared by text when places cannot tell: ``current`` is not what the
+        journal holds, or a rewind or fork after the target set it anew."""
+        base_seq, _ = await self.conversation_base(process, None)
+        now = await self.placed_conversation(process, None, max_messages)
+        if base_seq >= seq or [m for _, m in now] != current:
+            return dropped_messages(current, [m for _, m in restored])
+        kept = {place for place, _ in restored}
+        return [message for place, message in now if place not in kept]
 
     async def outside_effects(self, process: str, seq: int) -> list[OutsideEffect]:
         """Write tool calls at or after ``seq``: done in the world, not undone by a rewind."""
@@ -156,13 +189,15 @@ class RewindEngine:
         state_n = sum(n for t, n in counts.items() if t in STATE_TYPES)
         affected = sum(counts.values())
         context = await self.context_before(process, seq, initial)
-        conversation = await self.conversation_before(process, seq, max_messages)
+        placed = await self.placed_conversation(process, seq, max_messages)
+        conversation = [message for _, message in placed]
         changes: list[ContextChange] = []
         dropped: list[Message] = []
         if mode in (RewindMode.BOTH, RewindMode.CODE_ONLY, RewindMode.CANCEL):
             changes = context_diff(current_context, context)
         if mode in (RewindMode.BOTH, RewindMode.CONVERSATION_ONLY, RewindMode.CANCEL):
-            dropped = dropped_messages(current_conversation, conversation)
+            dropped = await self.dropped_before(process, seq, current_conversation, placed,
+                                                max_messages)
         effects = await self.outside_effects(process, seq)
         verb = {RewindMode.SUMMARIZE: "summarize without removing",
                 RewindMode.CANCEL: "preview only"}.get(mode, f"rewind ({mode.value})")

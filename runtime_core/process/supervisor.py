@@ -50,7 +50,9 @@ class Supervisor:
         self._background: set[asyncio.Task[Any]] = set()
         self._restart_task: asyncio.Task[None] | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
-        self._drain_cut: asyncio.Event | None = None  # set: the drain under way ends now
+        # Set: a drain under way, or about to begin (a second signal can beat the first's
+        # stop to it), ends now. Cleared when a start or a stop is over.
+        self._drain_cut = asyncio.Event()
 
     # -- start and stop ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -65,6 +67,7 @@ class Supervisor:
                 await self._teardown(DeadLetterReason.PROCESS_FAILED, keep_queue=True)
             core.stop_requested = False
             core.consecutive_failures = 0
+            self._drain_cut.clear()
             try:
                 await self._start_locked(restart=False)
             except BaseException:  # FAILED, and nothing left running: a program that gives
@@ -119,6 +122,7 @@ class Supervisor:
                     part.stopped()
             finally:
                 self._stopping = False
+                self._drain_cut.clear()
                 # Last, and whatever happened: the process's own journal closes with its stop,
                 # so a program that stops its processes exits; start() opens it again.
                 await self.journal.release()
@@ -141,7 +145,7 @@ class Supervisor:
                                            runs=runs, timeout=seconds))
         log.info("process %s: draining: %d run(s) may finish, up to %g s", core.name, runs,
                  seconds)
-        cut = self._drain_cut = asyncio.Event()
+        cut = self._drain_cut
         finished = asyncio.ensure_future(delivery.wait_runs_finished())
         ended = asyncio.ensure_future(cut.wait())
         try:
@@ -151,7 +155,6 @@ class Supervisor:
             finished.cancel()
             ended.cancel()
             core.drain_deadline = None
-            self._drain_cut = None
         if delivery.in_flight:
             why = "the drain was cut short" if cut.is_set() else f"{seconds:g} s of draining"
             log.warning("process %s: %d run(s) still running after %s are cancelled",
@@ -159,8 +162,7 @@ class Supervisor:
 
     def cut_drain(self) -> None:
         """End a drain now (a second signal): the teardown cancels what still runs."""
-        if self._drain_cut is not None:
-            self._drain_cut.set()
+        self._drain_cut.set()
 
     def _already_down(self) -> bool:
         # Re-read after waiting for the lock: another task may have stopped the process.

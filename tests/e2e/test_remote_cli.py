@@ -198,13 +198,13 @@ def test_dead_letters_list_redeliver_and_clear(url: str) -> None:
 
     inject(url, {"script": "fail"})  # fails, no retries: dead-lettered
     until(lambda: books(url)["dead_letters"] == 2, "the failed event's dead letter")
-    everything = ok(remote(url, "dead-letters", "books", "--all"))
+    everything = ok(remote(url, "dead-letters", "books", "--all", "--yes"))
     assert everything.stdout.strip() == "books: 2 dead letter(s) redelivered"
     until(lambda: books(url)["invocations"] == 2 and books(url)["dead_letters"] == 1,
           "the good event to run and the bad one to fail again")
     (left,) = json.loads(ok(remote(url, "dead-letters", "books", "--json")).stdout)
     assert left["reason"] == "retries exhausted" and "the ledger is offline" in left["error"]
-    cleared = ok(remote(url, "dead-letters", "books", "--clear"))
+    cleared = ok(remote(url, "dead-letters", "books", "--clear", "--yes"))
     assert cleared.stdout.strip() == "books: 1 dead letter(s) cleared"
     assert "books has no dead letters" in ok(remote(url, "dead-letters", "books")).stdout
     both = remote(url, "dead-letters", "books", "--all", "--clear")
@@ -267,8 +267,8 @@ def test_rewind_lists_plans_and_applies_through_the_server(url: str) -> None:
     target = starts[1]["entry_id"]  # just before the second run
     plan = ok(remote(url, "rewind", "books", target, "--plan")).stdout
     assert "booked" in plan and "Not undone: 2 write(s)" in plan
-    refused = remote(url, "rewind", "books", target, "--apply", text="n\n")
-    assert refused.exit_code == 1 and "Nothing changed" in refused.stdout
+    refused = remote(url, "rewind", "books", target, "--apply", text="books\n")
+    assert refused.exit_code == 2 and "pass --yes" in refused.stderr  # no terminal to ask on
     detail = on(url, lambda control: control.process_detail("books"))
     assert detail.context["booked"] == 3
     applied = ok(remote(url, "rewind", "books", target, "--apply", "--yes")).stdout

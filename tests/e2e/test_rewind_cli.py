@@ -69,9 +69,11 @@ def test_list_plan_apply_and_fork(tmp_path: Path) -> None:
     assert plan.exit_code == 0, plan.output
     assert "booked" in plan.output and "Not undone: 2 write(s)" in plan.output
     assert asyncio.run(state_after_start(path)) == (3, 6)  # a plan changes nothing
+    # no terminal to ask on (CliRunner's stdin is not one) and no --yes: refused, unchanged
     refused = runner.invoke(app, ["rewind", "books", target, "-j", str(path), "--apply"],
-                            input="n\n")
-    assert refused.exit_code == 1 and "Nothing changed" in refused.output
+                            input="books\n")
+    assert refused.exit_code == 2 and "pass --yes" in refused.output
+    assert asyncio.run(state_after_start(path)) == (3, 6)
     applied = runner.invoke(app, ["rewind", "books", target, "-j", str(path), "--apply",
                                   "--yes"])
     assert applied.exit_code == 0, applied.output

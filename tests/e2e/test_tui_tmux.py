@@ -6,6 +6,7 @@ exited 0."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import socket
@@ -144,7 +145,9 @@ def test_redeliver_dead_letters_from_the_detail_screen(tmp_path: Path, tmux: Tmu
     tmux.keys("Enter")  # open the only row
     tmux.wait_for("the detail screen", lambda s: "3 Dead" in s, cap=8)
     tmux.keys("3")
-    tmux.keys("R")  # redeliver all
+    tmux.keys("R")  # redeliver all: a bulk action asks first, Cancel focused
+    tmux.wait_for("the redeliver question", lambda s: "distinct payload" in s, cap=5)
+    tmux.keys("Tab", "Enter")  # from Cancel to "Redeliver all"
 
     deadline = time.monotonic() + 8
     while not redeliveries(journal, PROCESS) and time.monotonic() < deadline:
@@ -156,10 +159,72 @@ def test_redeliver_dead_letters_from_the_detail_screen(tmp_path: Path, tmux: Tmu
                   cap=5)
     tmux.keys("q")
     deadline = time.monotonic() + 10
+    answered = False
     while tmux.alive() and time.monotonic() < deadline:
+        if not answered and "Quit? " in tmux.screen():  # a run in flight: let it finish
+            tmux.keys("Tab", "Enter")  # from Cancel to "Drain, then quit"
+            answered = True
         time.sleep(0.2)
     assert not tmux.alive(), f"promptui did not quit; screen:\n{tmux.screen()}"
     assert exit_file.read_text().strip() == "0", "promptui ui exited with an error"
 
     entries = redeliveries(journal, PROCESS)
     assert entries and all(entry.get("event_ids") for entry in entries), entries
+
+
+CLOCK = re.compile(r"\b(\d\d):(\d\d):(\d\d)\b")
+
+
+def seconds_of(match: re.Match[str]) -> int:
+    hours, minutes, seconds = (int(g) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def activity_is_live(screen: str, within: int = 6) -> bool:
+    """The Activity panel's newest line starts with a time (not scrolled sideways) within
+    ``within`` seconds of the header's clock."""
+    lines = screen.splitlines()
+    if not lines or (header := CLOCK.search(lines[0])) is None:
+        return False
+    top = next((i for i, line in enumerate(lines) if "─ Activity " in line), None)
+    if top is None:
+        return False
+    column = lines[top].index("─ Activity ") - 1  # the panel's left border
+    times = [CLOCK.match(line[column + 1:]) for line in lines[top + 1:]
+             if len(line) > column and line[column] == "│"]
+    found = [t for t in times if t is not None]
+    if not found:
+        return False
+    gap = (seconds_of(header) - seconds_of(found[-1])) % 86400
+    return gap <= within
+
+
+def test_the_activity_feed_stays_live_through_screens_filter_and_resize(
+        tmp_path: Path, tmux: Tmux) -> None:
+    promptui = Path(sys.executable).parent / "promptui"
+    env = {"PROMPTUI_DEMO_DIR": str(tmp_path / "demo"),
+           "PROMPTUI_DEMO_WEBHOOK_PORT": str(free_port()),
+           "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color"}
+    ui = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()),
+                     str(promptui), "ui", "--journal", str(tmp_path / "j.db")])
+    tmux.start(tmp_path, ui)
+    tmux.started = time.monotonic() - DEADLINE + 90  # this test walks through more steps
+    tmux.wait_for("the dashboard with live activity", activity_is_live, cap=25)
+    tmux.keys("Enter")
+    tmux.wait_for("the detail screen", lambda s: "3 Dead" in s, cap=8)
+    time.sleep(1.5)  # away long enough for the dashboard's feeds to miss lines
+    tmux.keys("Escape")
+    tmux.wait_for("live activity after a trip to a process", activity_is_live, cap=15)
+    tmux.keys("/")
+    tmux.wait_for("the filter box", lambda s: "filter:" in s, cap=5)
+    tmux.wait_for("live activity with the filter box open", activity_is_live, cap=15)
+    tmux.keys("Escape")
+    tmux.wait_for("live activity after the filter box closed",
+                  lambda s: "filter:" not in s and activity_is_live(s), cap=15)
+    tmux.run("resize-window", "-t", tmux.session, "-x", "100", "-y", "30")
+    tmux.wait_for("live activity at 100x30", activity_is_live, cap=15)
+    tmux.run("resize-window", "-t", tmux.session, "-x", str(WIDTH), "-y", str(HEIGHT))
+    tmux.wait_for("live activity back at 80x24", activity_is_live, cap=15)
+    time.sleep(4)  # and a few seconds later, still
+    tmux.wait_for("live activity a few seconds later", activity_is_live, cap=15)
+    tmux.keys("q")

@@ -4,6 +4,7 @@ bytes on every run."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -281,6 +282,14 @@ class SceneControl:
                 return replace(DETAIL, summary=row)
         raise ControlError(f"no process named {name!r}")
 
+    async def process_status(self, name: str) -> dict[str, Any]:
+        row = next((r for r in PROCESSES if r.name == name), None)
+        if row is None:
+            raise ControlError(f"no process named {name!r}")
+        return {"name": name, "process_id": f"{name}-0001", "state": row.state,
+                "invocation_count": row.invocations, "queue_size": row.queue_depth,
+                "dead_letter_count": row.dead_letters, "uptime_seconds": 3600.0}
+
     async def waiting_detail(self, name: str, run_id: str) -> dict[str, Any]:
         return {"run_id": run_id, "event_id": "e7", "reason": "unknown_write_outcome",
                 "tool": "charge_card", "args": {"customer": "c-1042", "amount": 49.0},
@@ -325,9 +334,35 @@ class SceneControl:
                         note: str = "") -> None:
         self._call("reconcile", name, run_id, outcome, result, note)
 
+    async def dead_letters(self, name: str, *, offset: int = 0, limit: int | None = None
+                           ) -> list[DeadLetterView]:
+        letters = list(DETAIL.dead_letters)[offset:]
+        return letters if limit is None else letters[:limit]
+
+    async def journal_entry(self, name: str, entry_id: str) -> dict[str, Any]:
+        seq = int(entry_id.rsplit(":", 1)[1])
+        entry = scene_entry(seq, self.journal_size)
+        return {"entry_id": entry.entry_id, "seq": seq, "entry_type": entry.entry_type,
+                "run_id": entry.run_id, "timestamp": entry.timestamp,
+                "data": {"summary": entry.summary}}
+
+    async def dead_letter(self, name: str, event_id: str) -> dict[str, Any]:
+        letter = next((x for x in DETAIL.dead_letters if x.event_id == event_id), None)
+        if letter is None:
+            raise ControlError(f"{name} has no dead letter {event_id}", "NOT_FOUND")
+        try:  # the scene's previews are whole JSON, as a real payload is data
+            payload: Any = json.loads(letter.payload_preview)
+        except ValueError:
+            payload = letter.payload_preview
+        return {"event": {"event_id": letter.event_id, "trigger_type": letter.trigger_type,
+                          "payload": payload}, "reason": letter.reason,
+                "error": letter.error, "attempts": letter.attempts,
+                "dead_lettered_at": letter.dead_lettered_at}
+
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
-                              text: str = "", limit: int = 200) -> list[JournalEntryView]:
+                              text: str = "", limit: int = 200, after_seq: int | None = None,
+                              run_id: str | None = None) -> list[JournalEntryView]:
         self.reads.append(dict(before_seq=before_seq, at_or_before=at_or_before,
                                entry_type=entry_type, text=text, limit=limit))
         size = self.journal_size

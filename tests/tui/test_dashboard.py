@@ -286,7 +286,7 @@ async def test_quit_stops_the_runtime_and_keeps_the_queue_in_the_journal(
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await pilot.press("q")
-    assert app._closed
+    assert app.runtime_closed
     assert all(p.state.value == "stopped" for p in demo_runtime.processes.values())
 
 

@@ -236,7 +236,9 @@ async def test_r_takes_the_cursor_row_and_R_redelivers_all() -> None:
         await until(pilot, lambda: queued_ids(runtime) == [ids[1]])
         await until(pilot, lambda: table.keys == [ids[0], ids[2]])
         assert table.cursor_key in (ids[0], ids[2])
-        await pilot.press("R")
+        await pilot.press("R")  # a bulk action: it asks first (tests/tui/test_confirmations.py)
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.click("#confirm")
         await until(pilot, lambda: queued_ids(runtime) == [ids[1], ids[0], ids[2]])
         await until(pilot, lambda: table.row_count == 0)
         assert runtime.get_process("worker").status()["dead_letter_count"] == 0

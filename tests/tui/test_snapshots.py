@@ -158,3 +158,45 @@ def test_reconcile_dialog(snap_compare: Any, size: tuple[int, int]) -> None:
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_detail_help(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=opened("question_mark"), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_pager_on_a_dead_letter(snap_compare: Any, size: tuple[int, int]) -> None:
+    assert snap_compare(scene_app(), run_before=opened("3", "enter"), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_pager_searching_a_run(snap_compare: Any, size: tuple[int, int]) -> None:
+    keys = ("4", "v", "slash", *"customer", "enter", "n")
+    assert snap_compare(scene_app(), run_before=opened(*keys), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_dashboard_sorted_by_done_descending(snap_compare: Any, size: tuple[int, int]) -> None:
+    async def sort(pilot: Pilot[Any]) -> None:  # as o/O do, without their toasts
+        table = pilot.app.screen.query_one("#processes")
+        table.cycle_sort("invocations")  # type: ignore[attr-defined]
+        table.cycle_sort("invocations")  # type: ignore[attr-defined]
+
+    assert snap_compare(scene_app(), run_before=pumped(then=sort), terminal_size=size)
+
+
+async def _until_screen(pilot: Pilot[Any], name: str) -> None:
+    for _ in range(100):  # a screen that opens after an awaited control call
+        if type(pilot.app.screen).__name__ == name:
+            return
+        await pilot.pause(0.01)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_redeliver_all_confirm(snap_compare: Any, size: tuple[int, int]) -> None:
+    async def go(pilot: Pilot[Any]) -> None:
+        await opened("3", "R")(pilot)
+        await _until_screen(pilot, "ConfirmDialog")
+
+    assert snap_compare(scene_app(), run_before=go, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_live_tail(snap_compare: Any, size: tuple[int, int]) -> None:
+    assert snap_compare(scene_app(), run_before=pumped("L"), terminal_size=size)
