@@ -155,7 +155,7 @@ class ProcessFilter:
         try:
             pattern = re.compile(text[1:] if invert else text, re.IGNORECASE) if text else None
         except re.error as exc:
-            self.error = f"invalid regex: {exc}"
+            self.error = f"bad filter {text!r}: {exc}"
             return self.error
         self.text, self.error, self._pattern, self._invert = text, "", pattern, invert
         return ""

@@ -7,7 +7,6 @@ terminal allows; a cell cut short ends in an ellipsis, never silently."""
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from promptui.format import age
+from promptui.store import ProcessFilter
 from runtime_core.control import ProcessSummary
 
 STATE_STYLES = {
@@ -152,9 +152,7 @@ class ProcessTable(DataTable[Text]):
         self._rows: dict[str, ProcessSummary] = {}
         self.sort_column: str | None = None
         self.sort_reverse = False
-        self.filter_text = ""
-        self._pattern: re.Pattern[str] | None = None
-        self._inverse = False
+        self._filter = ProcessFilter()  # the same rule the live tail uses
         for column in COLUMNS:  # here, not on mount: the pump may sync before that
             self.add_column(header_label(column), key=column.key, width=column.width)
 
@@ -169,15 +167,15 @@ class ProcessTable(DataTable[Text]):
             return None
         return str(key.value) if key.value is not None else None
 
+    @property
+    def filter_text(self) -> str:
+        return self._filter.text
+
     def set_filter(self, text: str) -> str | None:
         """Apply a regex filter (``!re`` inverts); returns an error message for a bad regex."""
-        inverse = text.startswith("!")
-        body = text[1:] if inverse else text
-        try:
-            pattern = re.compile(body, re.IGNORECASE) if body else None
-        except re.error as exc:
-            return f"bad filter {body!r}: {exc}"
-        self.filter_text, self._pattern, self._inverse = text, pattern, inverse
+        error = self._filter.set(text)
+        if error:
+            return error
         self._resync()
         return None
 
@@ -229,10 +227,7 @@ class ProcessTable(DataTable[Text]):
 
     # -- the diff --------------------------------------------------------------------------
     def _visible(self, row: ProcessSummary) -> bool:
-        if self._pattern is None:
-            return True
-        found = bool(self._pattern.search(row.name) or self._pattern.search(row.state))
-        return found != self._inverse
+        return self._filter.matches(row.name, row.state)
 
     def sync(self, rows: dict[str, ProcessSummary], now: float) -> None:
         previous = self._rows
