@@ -257,7 +257,8 @@ async def child_main(args: argparse.Namespace) -> None:
             if args.screen == "tail":  # the live tail on top; its line cursor is what moves
                 from promptui.screens.live_tail import LiveTailScreen, TailLog
 
-                app.push_screen(LiveTailScreen())
+                # Built and pushed in the app's own context (this task is outside it).
+                app.call_next(lambda: app.push_screen(LiveTailScreen()))
                 while not (isinstance(app.screen, LiveTailScreen) and app.screen.query(TailLog)):
                     await asyncio.sleep(0.05)
                 log = app.screen.query_one(TailLog)
@@ -422,7 +423,9 @@ def drive_terminal(child: subprocess.Popen[bytes], master: int, results: int,
                 key_sent_at = None
             if key_sent_at is None and now >= next_key_at and now < ready_at + args.seconds - 0.5:
                 # down for 100 presses, then up for 100: the cursor always has room to move
-                os.write(master, (DOWN if (presses // 100) % 2 == 0 else UP).encode())
+                # (the tail's cursor starts at the newest line, so it goes up first)
+                first, then = (UP, DOWN) if args.screen == "tail" else (DOWN, UP)
+                os.write(master, (first if (presses // 100) % 2 == 0 else then).encode())
                 key_sent_at = time.monotonic()
                 presses += 1
         readable, _, _ = select.select(open_fds, [], [], 0.01)
