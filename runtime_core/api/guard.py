@@ -5,11 +5,13 @@ paths are guarded the same as known ones."""
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from runtime_core.api.error_shape import raw_error
+from runtime_core.triggers.http_origin import host_name, is_loopback
+
+__all__ = ["DEFAULT_MAX_BODY", "MUTATING", "PUBLIC_PATHS", "Guard", "host_name", "is_loopback"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -20,24 +22,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 PUBLIC_PATHS = frozenset({"/api/v1/health"})
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 DEFAULT_MAX_BODY = 1024 * 1024
-
-
-def is_loopback(host: str) -> bool:
-    host = host.strip().strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def host_name(header: str) -> str:
-    """``Host`` without its port: ``[::1]:80`` -> ``::1``, ``localhost:9`` -> ``localhost``."""
-    header = header.strip()
-    if header.startswith("["):
-        return header[1:].split("]", 1)[0]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 class Guard:

@@ -73,6 +73,10 @@ class FileJournal(SQLiteJournal):
         await self._ready()
         return await super().open_runs(process)
 
+    async def delivery_event(self, process: str, delivery_key: str) -> str | None:
+        await self._ready()
+        return await super().delivery_event(process, delivery_key)
+
     async def processes(self) -> list[str]:
         await self._ready()
         return await super().processes()

@@ -6,10 +6,18 @@ import asyncio
 import copy
 import json
 import time
+from collections import OrderedDict
 from typing import Any
 
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.provider import IndexRules, OpenRun, ReadFilter, StoredDeadLetter, to_json
+from runtime_core.journal.provider import (
+    DELIVERY_KEEP_SECONDS,
+    IndexRules,
+    OpenRun,
+    ReadFilter,
+    StoredDeadLetter,
+    to_json,
+)
 
 
 class InMemoryJournal:
@@ -22,6 +30,8 @@ class InMemoryJournal:
         self._pending: dict[str, dict[str, tuple[int, dict[str, Any]]]] = {}
         self._dead: dict[str, dict[str, tuple[int, StoredDeadLetter]]] = {}
         self._runs: dict[str, dict[str, OpenRun]] = {}
+        # delivery key -> (event id, accepted at), oldest first
+        self._deliveries: dict[str, OrderedDict[str, tuple[str, float]]] = {}
 
     async def open(self) -> None:
         return None
@@ -87,12 +97,21 @@ class InMemoryJournal:
                     item = dead.pop(event_id, None)
                     if item is not None:
                         pending[event_id] = (order + position, item[1].event)
+            elif op == "delivery_add":
+                self._add_delivery(process, arg, entry.timestamp)
             elif op == "dead_clear":
                 if arg is None:
                     dead.clear()
                 else:
                     for event_id in arg:
                         dead.pop(event_id, None)
+
+    def _add_delivery(self, process: str, arg: tuple[str, str], at: float) -> None:
+        deliveries = self._deliveries.setdefault(process, OrderedDict())
+        while deliveries and next(iter(deliveries.values()))[1] < at - DELIVERY_KEEP_SECONDS:
+            deliveries.popitem(last=False)  # pruned by age, as SQLite does on insert
+        key, event_id = arg
+        deliveries.setdefault(key, (event_id, at))  # the first acceptance is the one
 
     async def flush(self) -> None:
         return None
@@ -149,6 +168,13 @@ class InMemoryJournal:
 
     async def open_runs(self, process: str) -> list[OpenRun]:
         return sorted(self._runs.get(process, {}).values(), key=lambda r: r.started_seq)
+
+    async def delivery_event(self, process: str, delivery_key: str) -> str | None:
+        deliveries = self._deliveries.get(process)
+        found = deliveries.get(delivery_key) if deliveries is not None else None
+        if found is None or found[1] < time.time() - DELIVERY_KEEP_SECONDS:
+            return None
+        return found[0]
 
     async def processes(self) -> list[str]:
         return sorted(self._seq)

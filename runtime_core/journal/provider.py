@@ -1,11 +1,15 @@
 """The JournalProvider protocol, and the bookkeeping every backend keeps beside the log.
 
-The log is append-only. Beside it each backend keeps three small indexes, updated in the same
+The log is append-only. Beside it each backend keeps four small indexes, updated in the same
 transaction as the entry that changes them, so recovery never scans the log:
 
 * pending events: accepted and not yet finished or dead-lettered (re-queued after a crash);
 * dead letters: they survive restarts;
-* open runs: started and not finished (resumed, or parked waiting, after a crash).
+* open runs: started and not finished (resumed, or parked waiting, after a crash);
+* deliveries: the sender's delivery key of each event accepted with one (its metadata's
+  ``delivery_key``: a GitHub or Standard Webhooks delivery id), with that event's id, written
+  with the ``event_accepted`` entry, so a redelivery is known to be one only if the first is
+  durable; kept ``DELIVERY_KEEP_SECONDS`` (pruned by age whenever one is added).
 
 Payloads live in those indexes (an entry's ``attachment``), not in the log, unless the journal
 level is ``full``.
@@ -19,6 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.triggers.base import DELIVERY_KEY
+
+#: How long the delivery index remembers a delivery (senders redeliver within days).
+DELIVERY_KEEP_SECONDS = 7 * 24 * 3600.0
+MAX_DELIVERY_KEY = 1000
 
 
 class JournalError(RuntimeError):
@@ -110,6 +119,11 @@ class JournalProvider(Protocol):
 
     async def open_runs(self, process: str) -> list[OpenRun]: ...
 
+    async def delivery_event(self, process: str, delivery_key: str) -> str | None:
+        """The id of the event ``process`` accepted with ``delivery_key`` within the last
+        DELIVERY_KEEP_SECONDS, or None."""
+        ...
+
     async def processes(self) -> list[str]: ...
 
     async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
@@ -144,6 +158,9 @@ class IndexRules:
             need(isinstance(attachment, dict) and bool(attachment.get("event_id")),
                  "the event (with its event_id) as its attachment")
             ops.append(("pending_add", attachment))
+            key = _delivery_key(attachment)
+            if key is not None:
+                ops.append(("delivery_add", (key, attachment["event_id"])))
         elif kind == EntryType.RUN_STARTED:
             need(bool(entry.run_id), "a run_id")
             need(bool(data.get("event_id")), "data.event_id")
@@ -180,3 +197,11 @@ class IndexRules:
                  "data.event_ids as a list of ids or null")
             ops.append(("dead_clear", ids))
         return ops
+
+
+def _delivery_key(event: dict[str, Any]) -> str | None:
+    """The event's delivery key, when it has a usable one (a bad one is not indexed: the event
+    itself is still accepted)."""
+    metadata = event.get("metadata")
+    key = metadata.get(DELIVERY_KEY) if isinstance(metadata, dict) else None
+    return key if isinstance(key, str) and 0 < len(key) <= MAX_DELIVERY_KEY else None

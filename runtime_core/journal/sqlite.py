@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import aiosqlite
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.faults import FaultState, is_passing
 from runtime_core.journal.provider import (
+    DELIVERY_KEEP_SECONDS,
     IndexRules,
     JournalError,
     OpenRun,
@@ -303,6 +305,12 @@ class SQLiteJournal:
             "WHERE process = ? ORDER BY started_seq", (process,)
         )
         return [OpenRun(r[0], r[1], int(r[2]), r[3], int(r[4])) for r in rows]
+
+    async def delivery_event(self, process: str, delivery_key: str) -> str | None:
+        rows = await self._fetch(
+            "SELECT event_id FROM deliveries WHERE process = ? AND delivery_key = ? AND at >= ?",
+            (process, delivery_key, time.time() - DELIVERY_KEEP_SECONDS))
+        return str(rows[0][0]) if rows else None
 
     async def processes(self) -> list[str]:
         rows = await self._fetch("SELECT process FROM heads ORDER BY process")

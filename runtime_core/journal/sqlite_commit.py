@@ -11,7 +11,7 @@ from typing import Any
 
 from runtime_core import crashpoints
 from runtime_core.journal.entry import JournalEntry
-from runtime_core.journal.provider import IndexRules, JournalError
+from runtime_core.journal.provider import DELIVERY_KEEP_SECONDS, IndexRules, JournalError
 from runtime_core.journal.sqlite_schema import checksum
 
 #: One queued append: the entry, its data as JSON, its attachment as JSON (or None), the future
@@ -75,6 +75,12 @@ def _index_sql(entry: JournalEntry, op: str, arg: Any, attached: str | None
             out.append(("DELETE FROM dead_letters WHERE process = ? AND event_id = ?",
                         (p, event_id)))
         return out
+    if op == "delivery_add":
+        key, event_id = arg
+        return [("DELETE FROM deliveries WHERE process = ? AND at < ?",
+                 (p, entry.timestamp - DELIVERY_KEEP_SECONDS)),  # pruned by age on insert
+                ("INSERT OR IGNORE INTO deliveries (process, delivery_key, event_id, at) "
+                 "VALUES (?, ?, ?, ?)", (p, key, event_id, entry.timestamp))]
     if op == "dead_clear":
         if arg is None:
             return [("DELETE FROM dead_letters WHERE process = ?", (p,))]

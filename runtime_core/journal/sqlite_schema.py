@@ -16,7 +16,7 @@ from runtime_core.journal.sqlite_lock import ELSEWHERE
 if TYPE_CHECKING:  # only a type here: reading a journal file read-only needs no aiosqlite
     import aiosqlite
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 MIGRATIONS: dict[int, list[str]] = {
@@ -51,6 +51,13 @@ MIGRATIONS: dict[int, list[str]] = {
             process TEXT NOT NULL, run_id TEXT NOT NULL, event_id TEXT NOT NULL,
             attempt INTEGER NOT NULL, state TEXT NOT NULL, started_seq INTEGER NOT NULL,
             PRIMARY KEY (process, run_id))""",
+    ],
+    # 2: the delivery index (provider.py); a version 1 file gains the empty table on open
+    2: [
+        """CREATE TABLE deliveries (
+            process TEXT NOT NULL, delivery_key TEXT NOT NULL, event_id TEXT NOT NULL,
+            at REAL NOT NULL, PRIMARY KEY (process, delivery_key))""",
+        "CREATE INDEX deliveries_by_age ON deliveries (process, at)",
     ],
 }
 

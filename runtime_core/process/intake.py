@@ -3,7 +3,8 @@ cannot take them, otherwise made durable and only then acknowledged and queued.
 
 Three roads in: ``inject()`` (by hand, the API), pull triggers (cron, interval, event, message,
 file watch: they wait for room in the queue) and push triggers (webhooks: they must answer
-their sender, so only ACCEPTED makes the event ours)."""
+their sender, so only ACCEPTED makes the event ours; a redelivery of one already accepted,
+found by its delivery key in the journal's delivery index, is DUPLICATE and starts nothing)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from runtime_core.governance.hooks import HookEvent
 from runtime_core.incidents.keeper import Admission
 from runtime_core.journal.provider import JournalError
 from runtime_core.process.core import ProcessCore
-from runtime_core.triggers.base import AcceptResult, TriggerEvent
+from runtime_core.triggers.base import DELIVERY_KEY, AcceptResult, TriggerEvent
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,13 @@ class Intake:
         refusal = core.refusal()
         if refusal is not None:
             return AcceptResult.UNAVAILABLE, core.refusal_detail() or refusal
+        try:
+            first = await self._accepted_before(event)
+        except JournalError as exc:
+            log.critical("process %s: cannot read the delivery index: %s", core.name, exc)
+            return AcceptResult.UNAVAILABLE, "journal unavailable"
+        if first is not None:
+            return AcceptResult.DUPLICATE, first
         if not core.delivery.try_reserve():
             return AcceptResult.QUEUE_FULL, DeadLetterReason.QUEUE_FULL
         try:
@@ -82,6 +90,15 @@ class Intake:
             return AcceptResult.UNAVAILABLE, "journal unavailable"
         await self._queue_reserved(event)
         return AcceptResult.ACCEPTED, "accepted"
+
+    async def _accepted_before(self, event: TriggerEvent) -> str | None:
+        """The id of the event this one's delivery was accepted as before (the journal keeps
+        delivery keys for a week), or None. No journal: the trigger's own memory is all."""
+        key = event.metadata.get(DELIVERY_KEY)
+        recorder = self.core.recorder
+        if not isinstance(key, str) or recorder is None:
+            return None
+        return await recorder.journal.delivery_event(recorder.process, key)
 
     async def _journal_reserved(self, event: TriggerEvent) -> bool:
         """journal_accepted() for an event holding a reserved slot: the slot is given back

@@ -9,6 +9,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+#: Event metadata key a push trigger sets when the sender names its deliveries (GitHub's
+#: X-GitHub-Delivery, Standard Webhooks' webhook-id): unique per sender and delivery, and kept
+#: in the journal's delivery index with the event, so a redelivery is recognised after a restart.
+DELIVERY_KEY = "delivery_key"
+
 
 def _new_event_id() -> str:
     return str(uuid.uuid4())
@@ -71,6 +76,7 @@ class AcceptResult(str, enum.Enum):
     FILTERED = "filtered"  # skipped by the trigger's filter_expression (counted)
     QUEUE_FULL = "queue full"  # not accepted: try again later
     UNAVAILABLE = "unavailable"  # not accepted: the process is failed, stopping or stopped
+    DUPLICATE = "duplicate"  # its delivery was accepted before (the reason is that event's id)
 
 
 #: ``await accept(event)`` -> (result, reason text). Only ACCEPTED means the event is the

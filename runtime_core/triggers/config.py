@@ -6,13 +6,16 @@ modules happen to be imported, and never first when the trigger fires."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import ipaddress
+import re
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from runtime_core.strict import StrictModel
 from runtime_core.triggers.cron import validate_cron
 from runtime_core.triggers.filters import compile_filter
+from runtime_core.triggers.signatures.keys import SCHEME_NAMES, hmac_key
 
 HEALTH_PATH = "/health"  # the webhook server's own health check
 
@@ -24,12 +27,14 @@ TRIGGER_FIELDS: dict[str, tuple[str, ...]] = {
     "cron": ("cron_expression", "timezone"),
     "interval": ("seconds",),
     "webhook": ("webhook_path", "webhook_port", "webhook_host", "hmac_secret",
-                "signature_tolerance", "max_body_bytes"),
+                "signature_scheme", "signature_header", "signature_tolerance",
+                "max_body_bytes", "allowed_sources"),
     "file_watch": ("watch_path", "patterns", "recursive", "debounce", "watch_events"),
     "event": ("event_type", "event_source"),
     "message": ("topic",),
     "manual": (),
 }
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}")  # an HTTP token
 _REQUIRED = {"cron": "cron_expression", "interval": "seconds", "file_watch": "watch_path",
              "event": "event_type", "message": "topic"}
 
@@ -48,9 +53,14 @@ class TriggerConfig(StrictModel):
     webhook_path: str = "/webhook"
     webhook_port: Annotated[int, Field(ge=0, le=65535)] = 9090
     webhook_host: str = "127.0.0.1"
-    hmac_secret: SecretStr | None = None
+    signature_scheme: str = "promptui"  # promptui, github, stripe, slack, standard
+    # one secret, or several while rotating (``["${NEW}", "${OLD}"]``): any of them may sign
+    # (after signature_scheme: its check needs the scheme)
+    hmac_secret: SecretStr | list[SecretStr] | None = None
+    signature_header: str | None = None  # the signature header's name, if not the scheme's
     signature_tolerance: Annotated[int, Field(gt=0)] = 300
     max_body_bytes: Annotated[int, Field(gt=0)] = 1_048_576
+    allowed_sources: list[str] | None = None  # CIDRs (or addresses) that may post; others 403
     # file_watch
     watch_path: str | None = None
     patterns: list[str] = Field(default_factory=lambda: ["*"])
@@ -61,6 +71,61 @@ class TriggerConfig(StrictModel):
     event_type: str | None = None
     event_source: str | None = None
     topic: str | None = None
+
+    @field_validator("hmac_secret", mode="before")
+    @classmethod
+    def _one_or_more_secrets(cls, value: Any) -> Any:
+        # checked here so an error names the field, not each member of the union
+        if value is None or isinstance(value, str | SecretStr):
+            return value
+        if isinstance(value, list) and all(isinstance(v, str | SecretStr) for v in value):
+            return value
+        raise ValueError("hmac_secret is one secret or a list of secrets (several while "
+                         "rotating: [\"${NEW_SECRET}\", \"${OLD_SECRET}\"])")
+
+    @field_validator("hmac_secret")
+    @classmethod
+    def _usable_secrets(cls, value: SecretStr | list[SecretStr] | None, info: ValidationInfo
+                        ) -> SecretStr | list[SecretStr] | None:
+        if value is None:
+            return value
+        secrets = value if isinstance(value, list) else [value]
+        if not secrets:
+            raise ValueError("hmac_secret lists no secret; leave it out for an unsigned "
+                             "webhook")
+        scheme = info.data.get("signature_scheme")  # absent when it was itself invalid
+        for index, secret in enumerate(secrets):
+            which = f"hmac_secret[{index}]" if isinstance(value, list) else "hmac_secret"
+            if not secret.get_secret_value():
+                raise ValueError(f"{which} is empty (an unset environment variable?)")
+            if isinstance(scheme, str):
+                try:
+                    hmac_key(scheme, secret.get_secret_value())
+                except ValueError as exc:
+                    raise ValueError(f"{which}: {exc}") from None
+        return value
+
+    @field_validator("signature_scheme")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if value not in SCHEME_NAMES:
+            raise ValueError(f"unknown signature_scheme {value!r}; choose from "
+                             f"{', '.join(SCHEME_NAMES)}")
+        return value
+
+    @field_validator("signature_header")
+    @classmethod
+    def _header_name(cls, value: str | None) -> str | None:
+        if value is not None and not _HEADER_NAME.fullmatch(value):
+            raise ValueError(f"signature_header {value!r} is not a header name (letters, "
+                             "digits and '-')")
+        return value
+
+    @field_validator("allowed_sources")
+    @classmethod
+    def _networks(cls, value: list[str] | None) -> list[str] | None:
+        check_sources(value)
+        return value
 
     @model_validator(mode="after")
     def _check_type_and_fields(self) -> TriggerConfig:
@@ -86,11 +151,38 @@ class TriggerConfig(StrictModel):
             )
         if self.type == "webhook":
             check_webhook_path(self.webhook_path)
+            stray = sorted({"signature_scheme", "signature_header"} & self.model_fields_set)
+            if self.hmac_secret is None and stray:
+                verb = "applies" if len(stray) == 1 else "apply"
+                raise ValueError(f"{' and '.join(stray)} only {verb} with hmac_secret (the "
+                                 "secret the sender signs with)")
         if self.type == "cron" and self.cron_expression is not None:
             validate_cron(self.cron_expression, self.timezone)
         if self.filter_expression:  # an empty string means "no filter"
             compile_filter(self.filter_expression)
         return self
+
+    def secrets(self) -> list[SecretStr]:
+        """``hmac_secret`` as a list: [] when unsigned, newest first while rotating."""
+        if self.hmac_secret is None:
+            return []
+        return self.hmac_secret if isinstance(self.hmac_secret, list) else [self.hmac_secret]
+
+
+def check_sources(sources: list[str] | None) -> None:
+    """Each ``allowed_sources`` entry is a network (``192.30.252.0/22``) or an address."""
+    if sources is None:
+        return
+    if not sources:
+        raise ValueError("allowed_sources is empty, so nobody could post; leave it out to "
+                         "allow any source")
+    for source in sources:
+        try:
+            ipaddress.ip_network(source.strip(), strict=False)
+        except ValueError:
+            raise ValueError(f"allowed_sources entry {source!r} is not an IP network in CIDR "
+                             "form (e.g. 192.30.252.0/22 or 2001:db8::/32) or an address"
+                             ) from None
 
 
 def check_webhook_path(path: str) -> None:

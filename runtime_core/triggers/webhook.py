@@ -1,12 +1,17 @@
 """Webhook trigger: HTTP POSTs become events, answered with what the process did with them.
 
-Request pipeline (POST on a served path): body size limit (413) -> HMAC signature when
-``hmac_secret`` is set (401) -> body parsing (400) -> ``accept(event)`` -> 202 accepted (durable) /
-200 ignored (filtered) / 503 + ``Retry-After`` (queue full, process unavailable) / 500.
+Request pipeline (POST on a served path; the server has already refused a foreign Host on a
+loopback bind with 421 and any browser Origin with 403): the source address against
+``allowed_sources`` (403) -> body size limit (413) -> the signature scheme's check over the raw
+body when ``hmac_secret`` is set (401) -> body parsing (400) -> Slack's url_verification is
+answered with its challenge -> a delivery id already taken answers 200 ``duplicate`` ->
+``accept(event)`` -> 202 accepted (durable) / 200 ignored (filtered) / 200 duplicate / 503 +
+``Retry-After`` (queue full, process unavailable) / 500.
 
 The parts live beside this module: the shared servers and their lifecycle in webhook_server, body
 limits and parsing in webhook_request, signatures (the headers a sender sets) in
-webhook_signature. The names other code used from here are re-exported.
+webhook_signature and signatures/, delivery ids in webhook_deliveries. The names other code used
+from here are re-exported.
 """
 
 from __future__ import annotations
@@ -21,8 +26,11 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from runtime_core.triggers.base import AcceptFn, AcceptResult, TriggerEvent
+from runtime_core.triggers.base import DELIVERY_KEY, AcceptFn, AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig, check_webhook_path
+from runtime_core.triggers.http_origin import is_loopback
+from runtime_core.triggers.signatures.keys import SIGNATURE_HEADERS
+from runtime_core.triggers.webhook_deliveries import DeliveryLedger
 from runtime_core.triggers.webhook_request import (
     RETRY_AFTER_SECONDS,
     Reject,
@@ -36,6 +44,7 @@ from runtime_core.triggers.webhook_signature import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     ReplayCache,
+    Verified,
     verify_signature,
 )
 
@@ -43,28 +52,46 @@ __all__ = ["RETRY_AFTER_SECONDS", "SIGNATURE_HEADER", "TIMESTAMP_HEADER", "Webho
 
 log = logging.getLogger(__name__)
 
-#: Never copied into event metadata: credentials, and the signature (a replay token).
-_HIDDEN_HEADERS = frozenset({
-    "authorization", "proxy-authorization", "cookie", "set-cookie", SIGNATURE_HEADER.lower(),
-})
+#: Never copied into event metadata: credentials (the trigger's signature header, a replay
+#: token, is added per trigger).
+_HIDDEN_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-def _visible_headers(headers: Headers) -> dict[str, str]:
+def _visible_headers(headers: Headers, hidden: frozenset[str]) -> dict[str, str]:
     visible: dict[str, str] = {}
     for name, value in headers.items():
-        if name in _HIDDEN_HEADERS:
+        if name in hidden:
             continue
         visible[name] = f"{visible[name]}, {value}" if name in visible else value
     return visible
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+def _networks(sources: list[str] | None) -> tuple[_Network, ...] | None:
+    if sources is None:
+        return None
+    return tuple(ipaddress.ip_network(s.strip(), strict=False) for s in sources)
+
+
+def _source_allowed(client: str | None, networks: tuple[_Network, ...]) -> bool:
+    if client is None:
+        return False
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(client)
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # a dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d
+    return any(address in network for network in networks)
+
+
+def _url_verification(payload: Any) -> str | None:
+    """Slack's challenge when ``payload`` is its url_verification request."""
+    if isinstance(payload, dict) and payload.get("type") == "url_verification":
+        challenge = payload.get("challenge")
+        return challenge if isinstance(challenge, str) else None
+    return None
 
 
 class WebhookTrigger:
@@ -76,7 +103,7 @@ class WebhookTrigger:
         if config.type != "webhook":
             raise ValueError(f"WebhookTrigger needs a 'webhook' config, got {config.type!r}")
         check_webhook_path(config.webhook_path)
-        if config.hmac_secret is not None and not config.hmac_secret.get_secret_value():
+        if any(not secret.get_secret_value() for secret in config.secrets()):
             raise ValueError(f"webhook trigger {trigger_id!r}: hmac_secret must not be empty")
         self.trigger_id = trigger_id
         self.path = config.webhook_path
@@ -84,20 +111,32 @@ class WebhookTrigger:
         self.port = config.webhook_port
         self.max_body_bytes = config.max_body_bytes
         self.signature_tolerance = config.signature_tolerance
-        self._secret = config.hmac_secret  # SecretStr: unwrapped only to compute an HMAC
+        self.signature_scheme = config.signature_scheme
+        self.signature_header = config.signature_header or SIGNATURE_HEADERS[
+            config.signature_scheme]
+        self.allowed_sources = config.allowed_sources
+        self._networks = _networks(config.allowed_sources)
+        self._secrets = config.secrets()  # SecretStr: unwrapped only to compute an HMAC
+        self._hidden = _HIDDEN_HEADERS | {self.signature_header.lower()}
         self._accept: AcceptFn | None = None
         self._server: SharedServer | None = None
         self._replays = ReplayCache()
+        self._deliveries = DeliveryLedger()
         self._clock: Callable[[], float] = time.time
         self._requests = 0
         self._accepted = 0
         self._ignored = 0
+        self._duplicates = 0
         self._rejected = 0
 
     def __repr__(self) -> str:
         port = self.bound_port if self.bound_port is not None else self.port
         return (f"WebhookTrigger({self.trigger_id!r}, {self.host}:{port}{self.path}, "
-                f"signed={self._secret is not None})")
+                f"signed={self.signed})")
+
+    @property
+    def signed(self) -> bool:
+        return bool(self._secrets)
 
     @property
     def bound_port(self) -> int | None:
@@ -119,7 +158,7 @@ class WebhookTrigger:
         except BaseException:
             self._accept = None
             raise
-        if self._secret is None and not _is_loopback(self.host):
+        if not self.signed and not is_loopback(self.host) and self._networks is None:
             log.warning("webhook trigger %s listens on %s:%s without hmac_secret: anyone who "
                         "can reach it can inject events", self.trigger_id, self.host,
                         self.bound_port)
@@ -140,20 +179,24 @@ class WebhookTrigger:
             "port": self.bound_port,
             "configured_port": self.port,
             "path": self.path,
-            "signature_required": self._secret is not None,
+            "signature_required": self.signed,
+            "signature_scheme": self.signature_scheme if self.signed else None,
+            "allowed_sources": list(self.allowed_sources) if self.allowed_sources else None,
             "requests": self._requests,
             "accepted": self._accepted,
             "ignored": self._ignored,
+            "duplicates": self._duplicates,
             "rejected": self._rejected,
         }
 
     # -- request handling ------------------------------------------------------------------------
     async def handle(self, request: Request) -> Response:
         self._requests += 1
+        outcome = "rejected"
         try:
-            response = await self._pipeline(request)
+            response, outcome = await self._pipeline(request)
         except Reject as exc:
-            level = logging.INFO if exc.status == 401 else logging.DEBUG
+            level = logging.INFO if exc.status in (401, 403) else logging.DEBUG
             log.log(level, "webhook trigger %s: %d for %s: %s", self.trigger_id, exc.status,
                     request.client.host if request.client else "?", exc.message)
             response = (unavailable_response(exc.message) if exc.status == 503
@@ -161,48 +204,94 @@ class WebhookTrigger:
         except Exception:
             log.exception("webhook trigger %s: error while handling a request", self.trigger_id)
             response = error_response(500, "internal error")
-        if response.status_code == 202:
+        if outcome == "accepted":
             self._accepted += 1
-        elif response.status_code == 200:
+        elif outcome == "ignored":
             self._ignored += 1
-        else:
+        elif outcome == "duplicate":
+            self._duplicates += 1
+        elif outcome != "challenge":
             self._rejected += 1
         return response
 
-    async def _pipeline(self, request: Request) -> Response:
+    async def _pipeline(self, request: Request) -> tuple[Response, str]:
+        """The answer and what it was: accepted, ignored, duplicate, challenge or rejected."""
+        client = request.client.host if request.client else None
+        if self._networks is not None and not _source_allowed(client, self._networks):
+            raise Reject(403, "this source address may not post here (allowed_sources)")
         if request.method != "POST":
             raise Reject(405, f"method {request.method} not allowed; use POST",
                          {"Allow": "POST"})
         if self._server is None:
-            return unavailable_response("trigger stopped")
+            return unavailable_response("trigger stopped"), "rejected"
         body = await read_body(request, self.max_body_bytes)
-        digest: str | None = None
-        if self._secret is not None:
-            digest = verify_signature(request.headers, body, secret=self._secret,
-                                      tolerance=self.signature_tolerance,
-                                      replays=self._replays, clock=self._clock)
-        keep_digest = False  # a signature stays spent only if it handed over an event
+        verified: Verified | None = None
+        if self._secrets:
+            verified = verify_signature(
+                request.headers, body, scheme=self.signature_scheme, secrets=self._secrets,
+                header=self.signature_header, tolerance=self.signature_tolerance,
+                replays=self._replays, clock=self._clock)
+        spent = verified.replay_key if verified is not None else None
+        delivery = verified.delivery_id if verified is not None else None
+        key = f"{self.path}#{delivery}" if delivery is not None else None
+        claimed = False
+        taken_as: str | None = None  # the event id the delivery is taken as, if it is
+        keep_spent = False  # a signature stays spent only if it handed over an event
         try:
             payload = parse_body(body, request.headers.get("content-type", ""))
-            event = TriggerEvent(self.trigger_id, self.trigger_type, payload, metadata={
-                "method": request.method,
-                "path": request.url.path,
-                "query": dict(request.query_params),
-                "remote": request.client.host if request.client else None,
-                "headers": _visible_headers(request.headers),
-                "signature_verified": digest is not None,
-            })
+            challenge = _url_verification(payload) if self.signature_scheme == "slack" \
+                and verified is not None else None
+            if challenge is not None:  # Slack checks the URL before it sends events
+                return JSONResponse({"challenge": challenge}, 200), "challenge"
+            if key is not None:
+                first = await self._deliveries.claim(key)
+                if first is not None:
+                    return self._duplicate(first), "duplicate"
+                claimed = True
+            event = TriggerEvent(self.trigger_id, self.trigger_type, payload,
+                                 metadata=self._metadata(request, client, verified, key))
             accept = self._accept
             if accept is None:  # stopped while the body was arriving
-                return unavailable_response("trigger stopped")
+                return unavailable_response("trigger stopped"), "rejected"
             result, reason = await accept(event)
             if result is AcceptResult.ACCEPTED:
-                keep_digest = True
-                return JSONResponse({"status": "accepted", "event_id": event.event_id}, 202)
+                keep_spent, taken_as = True, event.event_id
+                return JSONResponse({"status": "accepted", "event_id": event.event_id},
+                                    202), "accepted"
+            if result is AcceptResult.DUPLICATE:  # found in the journal's delivery index
+                keep_spent, taken_as = True, reason
+                return self._duplicate(reason), "duplicate"
             if result is AcceptResult.FILTERED:
-                keep_digest = True
-                return JSONResponse({"status": "ignored", "event_id": event.event_id}, 200)
-            return unavailable_response(reason or result.value)  # QUEUE_FULL or UNAVAILABLE
+                keep_spent = True
+                return JSONResponse({"status": "ignored", "event_id": event.event_id},
+                                    200), "ignored"
+            # QUEUE_FULL or UNAVAILABLE
+            return unavailable_response(reason or result.value), "rejected"
         finally:
-            if digest is not None and not keep_digest:
-                self._replays.release(digest)
+            if spent is not None and not keep_spent:
+                self._replays.release(spent)
+            if claimed and key is not None:
+                self._deliveries.settle(key, taken_as)
+
+    def _duplicate(self, first_event_id: str) -> Response:
+        """A delivery taken before: acknowledged (so the sender stops), and nothing runs."""
+        log.info("webhook trigger %s: delivery already accepted as event %s; acknowledged "
+                 "without running it again", self.trigger_id, first_event_id)
+        return JSONResponse({"status": "duplicate", "event_id": first_event_id}, 200)
+
+    def _metadata(self, request: Request, client: str | None, verified: Verified | None,
+                  key: str | None) -> dict[str, Any]:
+        metadata: dict[str, Any] = {
+            "method": request.method,
+            "path": request.url.path,
+            "query": dict(request.query_params),
+            "remote": client,
+            "headers": _visible_headers(request.headers, self._hidden),
+            "signature_verified": verified is not None,
+        }
+        if verified is not None:
+            metadata["signature_scheme"] = self.signature_scheme
+        if verified is not None and key is not None:
+            metadata["delivery_id"] = verified.delivery_id
+            metadata[DELIVERY_KEY] = key
+        return metadata

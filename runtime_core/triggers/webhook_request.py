@@ -1,19 +1,27 @@
 """One webhook request's body and the error answers: the size limit, parsing, and ``Reject``.
 
 A request that cannot become an event raises ``Reject`` with the status to answer and a message
-that is safe to show the sender; the trigger turns it into a JSON error response.
+that is safe to show the sender; the trigger turns it into a JSON error response. Anything the
+journal could not store (NaN, a number out of range, nesting it cannot write back) is refused
+here with 400: accepted, it would fail the journal write and get a 503 the sender retries
+forever.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 RETRY_AFTER_SECONDS = 30
+MAX_DEPTH = 64  # objects and arrays inside each other; far beyond any sender's payload
+MAX_FORM_FIELDS = 1000
+FORM_MEDIA = "application/x-www-form-urlencoded"
 
 
 class Reject(Exception):
@@ -59,8 +67,12 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _media(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()
+
+
 def _is_json(content_type: str) -> bool:
-    media = content_type.split(";", 1)[0].strip().lower()
+    media = _media(content_type)
     return media in ("application/json", "text/json") or media.endswith("+json")
 
 
@@ -69,22 +81,79 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses as inf, which JSON cannot hold
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _too_deep(value: Any) -> bool:
+    level: list[tuple[Any, int]] = [(value, 1)]
+    while level:  # a loop, not recursion: the point is to refuse what recursion cannot walk
+        item, depth = level.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if not isinstance(item, dict | list):
+            continue
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= MAX_DEPTH:
+                    return True
+                level.append((child, depth + 1))
+    return False
+
+
+def parse_json(text: str) -> Any:
+    """Strict JSON: no NaN/Infinity, no number out of float range, at most MAX_DEPTH deep."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        raise Reject(400, f"invalid JSON: {exc.msg} at line {exc.lineno} column "
+                          f"{exc.colno}") from None
+    except ValueError as exc:  # NaN, 1e400, an integer over Python's digit limit
+        raise Reject(400, f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise Reject(400, "invalid JSON: nested too deeply") from None
+    if _too_deep(value):
+        raise Reject(400, f"invalid JSON: nested more than {MAX_DEPTH} levels deep")
+    return value
+
+
+def parse_form(text: str) -> Any:
+    """A form body as a dict (a repeated field: a list of its values). Slack's interactive
+    requests are one field, ``payload``, holding JSON: that JSON object is the payload."""
+    try:
+        pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS,
+                          errors="strict")
+    except UnicodeDecodeError:
+        raise Reject(400, "form body has a %-escape that is not UTF-8") from None
+    except ValueError:
+        raise Reject(400, f"form body has more than {MAX_FORM_FIELDS} fields") from None
+    fields: dict[str, Any] = {}
+    for name, value in pairs:
+        old = fields.get(name)
+        if old is None:
+            fields[name] = value
+        elif isinstance(old, list):
+            old.append(value)
+        else:
+            fields[name] = [old, value]
+    if list(fields) == ["payload"] and isinstance(fields["payload"], str):
+        inner = parse_json(fields["payload"])
+        if isinstance(inner, dict):
+            return inner
+    return fields
+
+
 def parse_body(body: bytes, content_type: str) -> Any:
-    """JSON for JSON content types, otherwise UTF-8 text; Reject(400) naming the problem."""
-    if _is_json(content_type):
+    """JSON for JSON content types, a dict for forms, otherwise UTF-8 text; Reject(400)
+    naming the problem."""
+    if _is_json(content_type) or _media(content_type) == FORM_MEDIA:
         try:
             text = body.decode("utf-8-sig")  # tolerate a BOM: some senders add one
         except UnicodeDecodeError as exc:
             raise Reject(400, f"body is not valid UTF-8 (byte {exc.start})") from None
-        try:
-            return json.loads(text, parse_constant=_reject_constant)
-        except json.JSONDecodeError as exc:
-            raise Reject(400, f"invalid JSON: {exc.msg} at line {exc.lineno} column "
-                              f"{exc.colno}") from None
-        except ValueError as exc:
-            raise Reject(400, f"invalid JSON: {exc}") from None
-        except RecursionError:
-            raise Reject(400, "invalid JSON: nested too deeply") from None
+        return parse_json(text) if _is_json(content_type) else parse_form(text)
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -3,12 +3,16 @@
 Every trigger on the same address shares one server in this Python process; the server starts
 with the first trigger on that address and stops with the last. Port 0 gives a trigger an
 ephemeral server of its own. ``GET /health`` on any server lists the paths it serves.
+
+Every request is first checked as the control API checks its own (http_origin): a foreign Host
+on a loopback bind gets 421, any request with an ``Origin`` header (a web page) 403.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import socket
 import sys
@@ -24,6 +28,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from runtime_core.triggers.config import HEALTH_PATH
+from runtime_core.triggers.http_origin import refusal
 from runtime_core.triggers.webhook_request import error_response
 
 # The webhook trigger's logger, not this module's: operators tune one name for the whole trigger.
@@ -34,6 +39,21 @@ _GRACEFUL_STOP_SECONDS = 3  # in-flight requests get this long when the last tri
 _STOP_TIMEOUT = 10.0
 
 _Address = tuple[str, int]
+
+# uvicorn logs every server's start and stop on "uvicorn.error" ("Started server process [pid]",
+# "Shutting down", "Finished server process [pid]"), so a host that serves with uvicorn too
+# (promptui serve) printed each of those lines twice. Inside a webhook server's task (its own
+# context) those INFO lines are dropped; its warnings and errors still show.
+_IN_WEBHOOK_SERVER: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "in_webhook_server", default=False)
+
+
+class _QuietLifecycle(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.INFO or not _IN_WEBHOOK_SERVER.get()
+
+
+_QUIET = _QuietLifecycle()
 
 
 class WebhookRoute(Protocol):
@@ -89,6 +109,11 @@ class SharedServer:
         return f"<webhook server {self.host}:{self.bound_port or self.port} {sorted(self.routes)}>"
 
     async def _dispatch(self, request: Request) -> Response:
+        refused = refusal(request.headers, self.host)
+        if refused is not None:
+            log.info("webhook server %s:%s: %d for %s %r", self.host, self.bound_port,
+                     refused[0], request.method, request.scope["path"])
+            return error_response(*refused)
         path: str = request.scope["path"]
         if path == HEALTH_PATH:
             if request.method != "GET":
@@ -128,7 +153,10 @@ class SharedServer:
             timeout_graceful_shutdown=_GRACEFUL_STOP_SECONDS,
         )
         server = _EmbeddedServer(config)
-        task = self.loop.create_task(server.serve(sockets=[sock]),
+        logging.getLogger("uvicorn.error").addFilter(_QUIET)  # once: addFilter keeps one
+        context = contextvars.copy_context()
+        context.run(_IN_WEBHOOK_SERVER.set, True)
+        task = self.loop.create_task(server.serve(sockets=[sock]), context=context,
                                      name=f"webhook server {self.host}:{self.port}")
         self._server, self._task, self._socket = server, task, sock
         deadline = time.monotonic() + _START_TIMEOUT

@@ -1,29 +1,32 @@
-"""Signed webhook requests: the HMAC check, the freshness window and the replay cache.
+"""The signature step of a webhook request: the trigger's scheme verifies the raw body with any
+of its secrets, then the freshness window and the replay cache.
 
-Signed requests carry ``X-Promptui-Timestamp: <unix seconds>`` and
-``X-Promptui-Signature: sha256=<hex HMAC-SHA256(secret, b"<timestamp>." + raw body)>``. A
-signature is good once: the replay cache remembers it until its timestamp is too old to pass.
+The schemes (promptui's own, GitHub, Stripe, Slack, Standard Webhooks) are in ``signatures/``.
+promptui's: ``X-Promptui-Timestamp: <unix seconds>`` and ``X-Promptui-Signature:
+sha256=<hex HMAC-SHA256(secret, b"<timestamp>." + raw body)>``. A timestamped signature is good
+once: the replay cache remembers it until its timestamp is too old to pass. A scheme with a
+delivery id (GitHub, Standard Webhooks) is deduplicated by that id instead (webhook_deliveries).
 """
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import hmac
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from pydantic import SecretStr
 from starlette.datastructures import Headers
 
+from runtime_core.triggers.signatures.common import SignedRequest, Verified
+from runtime_core.triggers.signatures.keys import SIGNATURE_HEADERS, hmac_key
+from runtime_core.triggers.signatures.promptui import TIMESTAMP_HEADER
+from runtime_core.triggers.signatures.table import VERIFIERS
 from runtime_core.triggers.webhook_request import Reject
 
-TIMESTAMP_HEADER = "X-Promptui-Timestamp"
-SIGNATURE_HEADER = "X-Promptui-Signature"
+__all__ = ["SIGNATURE_HEADER", "TIMESTAMP_HEADER", "ReplayCache", "Verified", "verify_signature"]
 
-_TIMESTAMP_RE = re.compile(r"[0-9]{1,15}")  # ASCII digits only: int() would accept "1_0", " 1"
-_HEX_DIGEST_RE = re.compile(r"[0-9a-fA-F]{64}")
+SIGNATURE_HEADER = SIGNATURE_HEADERS["promptui"]
+
 _REPLAY_CACHE_MAX = 50_000
 
 
@@ -64,39 +67,26 @@ class ReplayCache:
         self._expiry.pop(digest, None)
 
 
-def verify_signature(headers: Headers, body: bytes, *, secret: SecretStr, tolerance: int,
-                     replays: ReplayCache, clock: Callable[[], float]) -> str:
-    """Check the signature, freshness and replay; returns the digest reserved in ``replays``
-    (release it if the request does not hand over an event). Reject(401), or 503 when the
-    replay cache is full."""
-    timestamp = headers.get(TIMESTAMP_HEADER)
-    signature = headers.get(SIGNATURE_HEADER)
-    if timestamp is None or signature is None:
-        raise Reject(401, f"missing signature ({TIMESTAMP_HEADER} and {SIGNATURE_HEADER} "
-                          "headers are required)")
-    invalid = Reject(401, "invalid signature")
-    # Header values arrive latin-1 decoded; compare_digest raises on non-ASCII str.
-    if not (timestamp.isascii() and signature.isascii()):
-        raise invalid
-    scheme, _, given = signature.strip().partition("=")
-    if (scheme.lower() != "sha256" or not _TIMESTAMP_RE.fullmatch(timestamp)
-            or not _HEX_DIGEST_RE.fullmatch(given)):
-        raise invalid
-    key = secret.get_secret_value().encode("utf-8")
-    expected = hmac.new(key, timestamp.encode("ascii") + b"." + body,
-                        hashlib.sha256).hexdigest()
-    given = given.lower()
-    if not hmac.compare_digest(expected, given):
-        raise invalid
+def verify_signature(headers: Headers, body: bytes, *, scheme: str,
+                     secrets: Sequence[SecretStr], header: str, tolerance: int,
+                     replays: ReplayCache, clock: Callable[[], float]) -> Verified:
+    """Verify with ``scheme`` (any of ``secrets`` may have signed), then freshness and replay.
+    The returned ``replay_key``, when set, is reserved in ``replays``: release it if the request
+    does not hand over an event. Reject(401), or 503 when the replay cache is full."""
+    keys = tuple(hmac_key(scheme, secret.get_secret_value()) for secret in secrets)
+    verified = VERIFIERS[scheme](SignedRequest(headers, body, keys, header))
+    if verified.sent is None:
+        return verified
     # Freshness and replay are checked only for authentic requests, so strangers learn
     # nothing and cannot fill the replay cache.
     now = clock()
-    sent = int(timestamp)
-    if abs(now - sent) > tolerance:
+    if abs(now - verified.sent) > tolerance:
         raise Reject(401, "stale or future timestamp")
-    verdict = replays.reserve(given, sent + tolerance, now)
+    if verified.delivery_id is not None or verified.replay_key is None:
+        return verified  # a repeat is recognised by its delivery id (and acknowledged)
+    verdict = replays.reserve(verified.replay_key, verified.sent + tolerance, now)
     if verdict == "seen":
         raise Reject(401, "replayed request")
     if verdict == "full":
         raise Reject(503, "too many signed requests; try again later")
-    return given
+    return verified

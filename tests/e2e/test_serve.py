@@ -247,6 +247,12 @@ def test_every_route_answers_with_a_valid_token(served: Served) -> None:
     assert ok(call("GET", journal, path=p, params={"at_or_before": 1.0})) == []
     assert ok(call("GET", journal, path=p, params={"text": "no-such-text-anywhere"})) == []
     target = starts[0]["entry_id"]
+    run_entries = ok(call("GET", journal, path=p, params={"run_id": starts[0]["run_id"]}))
+    assert {e["run_id"] for e in run_entries} == {starts[0]["run_id"]} and len(run_entries) >= 2
+    whole = ok(call("GET", journal + "/{entry_id}", path={**p, "entry_id": target}))
+    assert whole["entry_id"] == target and whole["data"]["event_id"] == event_id
+    refused(call("GET", journal + "/{entry_id}", path={**p, "entry_id": "worker:99999"}), 404,
+            "NOT_FOUND")
     plan = ok(call("GET", "/api/v1/processes/{name}/rewind-plan", path=p,
                    params={"entry_id": target, "mode": "both"}))
     assert (plan["process"], plan["target_entry_id"]) == ("worker", target)
@@ -290,6 +296,9 @@ def test_every_route_answers_with_a_valid_token(served: Served) -> None:
     letters = poll(lambda: ok(call("GET", dead, path=d)), what="a dead letter")
     assert [x["event_id"] for x in letters] == [first]
     assert "refused the connection" in letters[0]["error"]
+    letter = ok(call("GET", dead + "/{event_id}", path={**d, "event_id": first}))
+    assert letter["event"]["payload"] == {"build": 1} and letter["reason"] == "retries exhausted"
+    refused(call("GET", dead + "/{event_id}", path={**d, "event_id": "nope"}), 404, "NOT_FOUND")
     assert ok(call("POST", dead + "/redeliver", path=d, json={"event_ids": [first]})) == \
         {"name": "broken", "count": 1}
     poll(lambda: ok(call("GET", dead, path=d)), what="the redelivered event dead again")

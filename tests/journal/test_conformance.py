@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import math
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
@@ -785,3 +786,150 @@ async def test_sqlite_altered_row_is_reported_corrupt(sqlite_journal: SQLiteJour
         await sqlite_journal.read(ReadFilter(process="p", limit=1))
     with pytest.raises(JournalError, match="corrupt"):
         await sqlite_journal.last_checkpoint("p")
+
+
+# -- the delivery index (a sender's delivery id, kept with its event_accepted entry) --------------
+DAY = 24 * 3600.0
+
+
+async def accept_delivery(j: Any, process: str, event_id: str, key: Any, *,
+                          at: float | None = None) -> JournalEntry:
+    event = {"event_id": event_id, "payload": {}, "metadata": {"delivery_key": key}}
+    entry = E(process, EntryType.EVENT_ACCEPTED, {"event_id": event_id})
+    if at is not None:
+        entry.timestamp = at
+    return await j.append(entry, attachment=event)
+
+
+async def test_delivery_index_keeps_the_first_event_of_each_delivery(journal: Any) -> None:
+    assert await journal.delivery_event("p", "/gh#d1") is None
+    await accept_delivery(journal, "p", "e1", "/gh#d1")
+    await accept_delivery(journal, "p", "e2", "/gh#d2")
+    await accept_delivery(journal, "p", "e3", "/gh#d1")  # accepted again: the first one stays
+    assert await journal.delivery_event("p", "/gh#d1") == "e1"
+    assert await journal.delivery_event("p", "/gh#d2") == "e2"
+    assert await journal.delivery_event("q", "/gh#d1") is None  # per process
+    assert await journal.delivery_event("p", "/other#d1") is None
+    # the index is beside the pending events, not instead of them
+    assert await pending_ids(journal) == ["e1", "e2", "e3"]
+
+
+async def test_events_without_a_usable_delivery_key_are_accepted_and_not_indexed(
+        journal: Any) -> None:
+    await accept(journal, "p", "plain")
+    for n, key in enumerate([None, 7, "", "k" * 1001, ["a"]]):
+        await accept_delivery(journal, "p", f"odd{n}", key)
+    assert len(await pending_ids(journal)) == 6
+    for key in ["", "k" * 1001, "7", "a"]:
+        assert await journal.delivery_event("p", key) is None
+
+
+async def test_delivery_index_forgets_deliveries_older_than_a_week(journal: Any) -> None:
+    now = time.time()
+    await accept_delivery(journal, "p", "old", "k-old", at=now - 8 * DAY)
+    await accept_delivery(journal, "p", "recent", "k-recent", at=now - 6 * DAY)
+    assert await journal.delivery_event("p", "k-old") is None  # past the keep window
+    assert await journal.delivery_event("p", "k-recent") == "recent"
+    # a new acceptance prunes what has aged out; a delivery key reused after that is new
+    await accept_delivery(journal, "p", "again", "k-old", at=now)
+    assert await journal.delivery_event("p", "k-old") == "again"
+    if isinstance(journal, SQLiteJournal):
+        with closing(sqlite3.connect(journal.path)) as conn:
+            rows = conn.execute("SELECT delivery_key, event_id FROM deliveries "
+                                "ORDER BY delivery_key").fetchall()
+        assert rows == [("k-old", "again"), ("k-recent", "recent")]
+
+
+async def test_a_refused_event_accepted_entry_indexes_no_delivery(journal: Any) -> None:
+    """"Seen" is never true for an event that was not durably accepted."""
+    with pytest.raises(serialisation_errors(journal)):
+        await journal.append(E("p", EntryType.EVENT_ACCEPTED, {"event_id": "e"}), attachment={
+            "event_id": "e", "payload": {"x": math.inf}, "metadata": {"delivery_key": "k"}})
+    with pytest.raises(JournalError):  # no event id: refused before it takes a seq
+        await journal.append(E("p", EntryType.EVENT_ACCEPTED, {}),
+                             attachment={"metadata": {"delivery_key": "k"}})
+    assert await journal.delivery_event("p", "k") is None
+    assert await journal.read(ReadFilter()) == []
+
+
+async def test_sqlite_delivery_and_event_commit_in_one_transaction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit that fails after its rows are written leaves neither the event nor its
+    delivery: the index can never say "seen" for an event that is not in the journal."""
+    from runtime_core.journal import sqlite_commit
+
+    j = SQLiteJournal(tmp_path / "j.db")
+    await j.open()
+    try:
+        def fail(point: str) -> None:
+            if point == "group_commit":
+                raise RuntimeError("power cut before COMMIT")
+
+        monkeypatch.setattr(sqlite_commit.crashpoints, "reached", fail)
+        with pytest.raises(JournalError):
+            await accept_delivery(j, "p", "e1", "k1")
+    finally:
+        await j.close()
+    with closing(sqlite3.connect(tmp_path / "j.db")) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM deliveries").fetchone()[0] == 0
+    monkeypatch.undo()
+    again = SQLiteJournal(tmp_path / "j.db")
+    await again.open()
+    try:
+        assert await again.delivery_event("p", "k1") is None
+        await accept_delivery(again, "p", "e1", "k1")
+        assert await again.delivery_event("p", "k1") == "e1"
+    finally:
+        await again.close()
+
+
+async def test_sqlite_delivery_index_survives_a_reopen(tmp_path: Path) -> None:
+    j = SQLiteJournal(tmp_path / "j.db")
+    await j.open()
+    await accept_delivery(j, "p", "e1", "/gh#d1")
+    await j.close()
+    again = SQLiteJournal(tmp_path / "j.db")
+    await again.open()
+    try:
+        assert await again.delivery_event("p", "/gh#d1") == "e1"
+    finally:
+        await again.close()
+
+
+async def test_sqlite_a_schema_1_journal_opens_and_gains_the_delivery_index(
+        tmp_path: Path) -> None:
+    """A journal written before the delivery index (schema 1) still opens, passes the start
+    checks, keeps everything, and gets the new table by migration."""
+    from runtime_core.journal.sqlite_check import find_damage
+    from runtime_core.journal.sqlite_schema import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    with closing(sqlite3.connect(path)) as conn:  # exactly what version 1 created
+        conn.execute("PRAGMA journal_mode=WAL")
+        for statement in MIGRATIONS[1]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
+        conn.commit()
+    j = SQLiteJournal(path)
+    await j.open()
+    await accept(j, "p", "e0")
+    await j.close()
+    with closing(sqlite3.connect(path)) as conn:  # back to a version 1 file with an entry
+        conn.execute("DROP TABLE deliveries")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        conn.commit()
+    assert find_damage(path) == []
+    again = SQLiteJournal(path, strict=True)
+    await again.open()
+    try:
+        assert again.damage is None
+        assert await pending_ids(again) == ["e0"]
+        await accept_delivery(again, "p", "e1", "k1")
+        assert await again.delivery_event("p", "k1") == "e1"
+    finally:
+        await again.close()
+    with closing(sqlite3.connect(path)) as conn:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == ("2",)
+    assert find_damage(path) == []

@@ -248,7 +248,7 @@ async def test_oversize_body_by_content_length_is_413_without_reading_it(
     # The answer comes before any of the promised 10 MB is sent.
     assert trigger.bound_port is not None
     line = await raw_status_line(trigger.bound_port, (
-        b"POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n"))
+        b"POST /events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10000000\r\n\r\n"))
     assert line.startswith(b"HTTP/1.1 413")
     assert len(accept.events) == 1
 
@@ -267,7 +267,7 @@ async def test_oversize_chunked_body_is_413_while_streaming(make_trigger: MakeTr
     # A stream that never ends is cut off once it passes the limit.
     assert trigger.bound_port is not None
     line = await raw_status_line(trigger.bound_port, (
-        b"POST /events HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"POST /events HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"7d0\r\n" + b"z" * 2000 + b"\r\n"))
     assert line.startswith(b"HTTP/1.1 413")
     assert accept.events == []
