@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from textual import events, on
 from textual.actions import ActionParseResult
 from textual.actions import parse as parse_action
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
 from textual.geometry import Size
@@ -25,6 +25,7 @@ from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
 
 from promptui.actions import GLOBAL_ACTIONS, ActionSpec, bindings, find, refusal
+from promptui.room_commands import STOP_DRAIN_SECONDS, RoomCommands
 from promptui.screens.base import (
     LiveScreen,
     OpenIncidents,
@@ -34,9 +35,8 @@ from promptui.screens.base import (
     ShowValue,
 )
 from promptui.screens.dashboard import DashboardScreen
-from promptui.screens.dialogs import ChoiceDialog, ConfirmDialog, InjectDialog, InjectRequest
+from promptui.screens.dialogs import ChoiceDialog
 from promptui.screens.help import HelpScreen, TooSmallScreen
-from promptui.screens.jump import JumpPrompt
 from promptui.store import UIStore
 from runtime_core.control import (
     ControlError,
@@ -51,7 +51,6 @@ DRAIN_LIMIT = 20_000  # events folded per tick at most; the stream keeps the res
 DEFAULT_HZ = 10.0
 DEFAULT_THEME = "promptui-dark"
 LOW_BANDWIDTH_HZ = 3.0
-STOP_DRAIN_SECONDS = 30.0  # the stop dialog's drain: as long as serve's default
 AnyScreen = TypeVar("AnyScreen", bound=Screen[Any])
 
 
@@ -65,7 +64,7 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 10, 1_000)
 
 
-class ControlRoom(App[None]):
+class ControlRoom(RoomCommands):
     CSS_PATH = "app.tcss"
     TITLE = "promptui"
     BINDINGS = bindings(GLOBAL_ACTIONS)
@@ -323,136 +322,6 @@ class ControlRoom(App[None]):
         if target is self:
             return find(GLOBAL_ACTIONS, action)
         return find(target.ACTIONS, action) if isinstance(target, LiveScreen) else None
-
-    # -- actions on the current process ---------------------------------------------------
-    def _target(self) -> str | None:
-        if isinstance(self.screen, ModalScreen):
-            return None  # keys typed into a dialog are not commands
-        name = self.current_process()
-        if name is None:
-            self.notify("no process selected", severity="warning", timeout=3)
-        return name
-
-    def command(self, label: str, call: Callable[[], Awaitable[Any]],
-                done: Callable[[Any], str] | None = None) -> None:
-        """Run a control-plane command without blocking the UI; say how it went."""
-
-        async def go() -> None:
-            try:
-                result = await call()
-            except ControlError as exc:
-                self.notify(str(exc), severity="error", timeout=6)
-                return
-            except Exception as exc:  # the runtime said no: show it, keep the room up
-                self.notify(f"{label} failed: {exc}", severity="error", timeout=8)
-                return
-            self.notify(done(result) if done else f"{label}: done", timeout=3)
-            await self.pump()
-
-        self.run_worker(go(), group="commands", name=label)
-
-    def _state_of(self, name: str) -> str:
-        row = self.store.processes.get(name)
-        return row.state if row is not None else ""
-
-    def action_start_stop(self) -> None:
-        name = self._target()
-        if name is None:
-            return
-        if self._state_of(name) in ("created", "stopped", "failed"):
-            self.command(f"start {name}", lambda: self.control.start(name))
-            return
-
-        row = self.store.processes.get(name)
-        running = row.active_runs if row is not None else 0
-
-        def chosen(choice: str | None) -> None:
-            if choice == "drain":
-                self.command(f"stop {name} (draining)",
-                             lambda: self.control.stop(name, STOP_DRAIN_SECONDS))
-            elif choice == "now":
-                self.command(f"stop {name}", lambda: self.control.stop(name, 0.0))
-
-        queued = "Queued events go to the dead letters, journaled, ready to redeliver."
-        if not running:
-            self.push_screen(ChoiceDialog(f"Stop {name}?", queued, [("now", "Stop")]), chosen)
-            return
-        self.push_screen(ChoiceDialog(
-            f"Stop {name}? {running} run(s) in flight",
-            f"Drain: they finish first (up to {STOP_DRAIN_SECONDS:g} s) while no new event "
-            "is taken. Stop now: they are cancelled; a write cut off waits for an operator to "
-            f"reconcile. {queued}",
-            [("drain", "Drain, then stop"), ("now", "Stop now")]), chosen)
-
-    def action_suspend_resume(self) -> None:
-        name = self._target()
-        if name is None:
-            return
-        if self._state_of(name) == "suspended":
-            self.command(f"resume {name}", lambda: self.control.resume(name))
-        else:
-            self.command(f"suspend {name}", lambda: self.control.suspend(name))
-
-    def action_restart(self) -> None:
-        name = self._target()
-        if name is None:
-            return
-
-        def confirmed(ok: bool | None) -> None:
-            if ok:
-                self.command(f"restart {name}", lambda: self.control.restart(name))
-
-        self.push_screen(ConfirmDialog(
-            f"Restart {name}?", "It stops (runs in flight finish) and starts again.",
-            "Restart"), confirmed)
-
-    def action_inject(self) -> None:
-        name = self._target()
-        if name is None:
-            return
-
-        def send(request: InjectRequest | None) -> None:
-            if request is not None:
-                self.command(f"inject into {name}", lambda: self.control.inject(
-                    name, request.payload, request.trigger_type),
-                    lambda event_id: f"event {str(event_id)[:8]} queued for {name}")
-
-        self.push_screen(InjectDialog(name), send)
-
-    def action_jump(self) -> None:
-        """``:``: jump to a process by name (screens/jump.py)."""
-        if isinstance(self.screen, ModalScreen):
-            return
-        self.push_screen(JumpPrompt(self._names_in_table_order()), self._jump_to)
-
-    def _dashboard(self) -> DashboardScreen | None:
-        return next((s for s in self.screen_stack if isinstance(s, DashboardScreen)), None)
-
-    def _names_in_table_order(self) -> list[str]:
-        """The dashboard table's rows as they are sorted, then those its filter hides."""
-        dashboard = self._dashboard()
-        shown = [str(row.key.value) for row in dashboard.table.ordered_rows] \
-            if dashboard is not None else []
-        return [*shown, *(name for name in self.store.processes if name not in shown)]
-
-    def _jump_to(self, name: str | None) -> None:
-        if name is None:
-            return
-        dashboard = self._dashboard()
-        if dashboard is not None:
-            table = dashboard.table
-            if name not in {str(row.key.value) for row in table.ordered_rows}:
-                dashboard.action_clear_filter()  # a filter hid it: show everything again
-            table.select(name)
-        if isinstance(self.screen, DashboardScreen):
-            return
-        from promptui.screens.detail import ProcessDetailScreen
-
-        screen = self._room_screen(ProcessDetailScreen(name))
-        if isinstance(self.screen, ProcessDetailScreen):
-            self.switch_screen(screen)  # one detail screen at a time: Esc still goes home
-        else:
-            self.push_screen(screen)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen | TooSmallScreen):
