@@ -11,7 +11,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,26 @@ class RuntimeEvent:
         data["kind"] = self.kind
         data["severity"] = self.severity
         return data
+
+    def redacted(self, redact: Callable[[str], str]) -> RuntimeEvent:
+        """This event with ``redact`` applied to every text in it (itself when none changes)."""
+        changes = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            shown = _redact_value(value, redact)
+            if shown != value:
+                changes[item.name] = shown
+        return replace(self, **changes) if changes else self
+
+
+def _redact_value(value: Any, redact: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_value(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_redact_value(v, redact) for v in value)
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -365,6 +385,8 @@ class EventNotifier:
         self._subscriptions: list[Subscription] = []
         self._callbacks: list[EventCallback] = []
         self.emitted = 0
+        #: Applied to every event before anyone sees it (the control plane hides secrets).
+        self.redact: Callable[[RuntimeEvent], RuntimeEvent] | None = None
 
     def subscribe(self, maxsize: int = 10_000, kinds: Iterable[str] | None = None) -> Subscription:
         if maxsize < 1:
@@ -391,6 +413,12 @@ class EventNotifier:
 
     def emit(self, event: RuntimeEvent) -> None:
         self.emitted += 1
+        if self.redact is not None:
+            try:
+                event = self.redact(event)
+            except Exception:  # never shown unredacted: dropped, and said so
+                log.exception("could not redact %s; the event is dropped", event.kind)
+                return
         for sub in self._subscriptions:
             sub._offer(event)
         for callback in self._callbacks:

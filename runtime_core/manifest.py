@@ -2,18 +2,18 @@
 
 Every problem is reported with the file, line and column, the dotted path of the field
 (``triggers[1].cron_expression``) and what to do; a directory is checked whole, so one run shows
-every error, not just the first.
+every error, not just the first. The YAML itself is read by manifest_yaml (one safe pass,
+with limits), ``${VAR}`` references by manifest_env; what would fail only at start (tool
+imports, script files, watch paths, ports) is checked by manifest_checks for ``validate``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from runtime_core.agent.mcp_config import (
@@ -25,9 +25,23 @@ from runtime_core.agent.mcp_config import (
     normalise_server_entries,
 )
 from runtime_core.config import ProcessConfig
+from runtime_core.manifest_checks import IMPORT_TIMEOUT as IMPORT_TIMEOUT
+from runtime_core.manifest_checks import StartReport as StartReport
+from runtime_core.manifest_checks import check_start as check_start
+from runtime_core.manifest_env import ENV_PATTERN as ENV_PATTERN
+from runtime_core.manifest_env import MANIFEST_DIR_VARIABLE as MANIFEST_DIR_VARIABLE
+from runtime_core.manifest_env import substitute_env
+from runtime_core.manifest_errors import FIELD_SOURCES as FIELD_SOURCES
+from runtime_core.manifest_errors import validation_problems
+from runtime_core.manifest_yaml import MAX_BYTES as MAX_BYTES
+from runtime_core.manifest_yaml import MAX_DEPTH as MAX_DEPTH
+from runtime_core.manifest_yaml import MAX_NODES as MAX_NODES
+from runtime_core.manifest_yaml import ManifestError as ManifestError
+from runtime_core.manifest_yaml import ManifestProblem as ManifestProblem
+from runtime_core.manifest_yaml import Positions as Positions
+from runtime_core.manifest_yaml import dotted, read_text, read_yaml
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
-ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 #: Top-level keys and what they are for (the list an unknown key is told about).
 MANIFEST_KEYS: dict[str, str] = {
@@ -54,37 +68,6 @@ MANIFEST_KEYS: dict[str, str] = {
     "drain_timeout": "seconds a stop lets the runs in flight finish before cancelling them",
 }
 NOT_YET_APPLIED: tuple[str, ...] = ()
-#: Always the absolute folder of the manifest being read (e.g. a server script beside it).
-MANIFEST_DIR_VARIABLE = "MANIFEST_DIR"
-#: Where a ProcessConfig field comes from in a manifest.
-FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "tools",
-                 "triggers": "triggers", "journal": "journal", "health": "health",
-                 "budget": "budget", "secrets": "secrets", "inbox": "inbox",
-                 "mission": "mission", "servers": "servers", "profile": "profile",
-                 "memory": "memory",
-                 "execution_mode": "execution_mode", "open_mode": "open_mode",
-                 "incidents": "incidents", "drain_timeout": "drain_timeout"}
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestProblem:
-    file: str
-    line: int
-    column: int
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}"
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
-
-
-class ManifestError(ValueError):
-    """One or more manifests are invalid; ``problems`` lists each with its place."""
-
-    def __init__(self, problems: list[ManifestProblem]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
 
 
 @dataclass(slots=True)
@@ -94,81 +77,7 @@ class Manifest:
     path: Path
     base_dir: Path
     warnings: list[str] = field(default_factory=list)
-
-
-def _dotted(parts: tuple[Any, ...] | list[Any]) -> str:
-    out = ""
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-class _Positions:
-    """Line and column (1-based) of every node, by its path in the document."""
-
-    def __init__(self, root: yaml.Node | None) -> None:
-        self.marks: dict[tuple[Any, ...], tuple[int, int]] = {}
-        if root is not None:
-            self._walk(root, ())
-
-    def _walk(self, node: yaml.Node, path: tuple[Any, ...]) -> None:
-        self.marks[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-                self.marks[(*path, key, "<key>")] = (key_node.start_mark.line + 1,
-                                                     key_node.start_mark.column + 1)
-                self._walk(value_node, (*path, key))
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                self._walk(item, (*path, index))
-
-    def find(self, path: tuple[Any, ...], *, key: bool = False) -> tuple[int, int]:
-        """The closest known position: the node itself, else its nearest parent."""
-        if key and (*path, "<key>") in self.marks:
-            return self.marks[(*path, "<key>")]
-        probe = tuple(path)
-        while probe:
-            if probe in self.marks:
-                return self.marks[probe]
-            probe = probe[:-1]
-        return self.marks.get((), (1, 1))
-
-
-def _keeps_references(path: tuple[Any, ...]) -> bool:
-    """Credentials stay ``${VAR}`` in the config and are resolved when used, so their values
-    never sit in config, journal or screen: secrets, and MCP server env, headers and tokens."""
-    if path[:2] == ("secrets", "secrets"):
-        return True
-    return len(path) >= 3 and path[0] == "servers" and path[2] in (
-        "env", "headers", "bearer_token")
-
-
-def _substitute_env(value: Any, path: tuple[Any, ...], errors: list[tuple[tuple[Any, ...], str]],
-                    manifest_dir: str = "") -> Any:
-    if _keeps_references(path):
-        return value
-    if isinstance(value, str):
-        def replace(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            if name == MANIFEST_DIR_VARIABLE and manifest_dir:
-                return manifest_dir
-            if name in os.environ:
-                return os.environ[name]
-            if default is not None:
-                return default
-            errors.append((path, f"environment variable {name} is not set (set it, or write "
-                                 f"${{{name}:-default}})"))
-            return match.group(0)
-        return ENV_PATTERN.sub(replace, value)
-    if isinstance(value, dict):
-        return {k: _substitute_env(v, (*path, k), errors, manifest_dir) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute_env(v, (*path, i), errors, manifest_dir) for i, v in enumerate(value)]
-    return value
+    positions: Positions = field(default_factory=Positions)  # where each field was written
 
 
 def parse_manifest(text: str, path: Path) -> Manifest:
@@ -176,42 +85,33 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     file = str(path)
     problems: list[ManifestProblem] = []
 
-    def problem(where: tuple[Any, ...], message: str, positions: _Positions | None = None, *,
-                key: bool = False) -> None:
-        line, column = positions.find(where, key=key) if positions else (1, 1)
-        problems.append(ManifestProblem(file, line, column, _dotted(where), message))
+    data, positions = read_yaml(text, file)  # ManifestError: not YAML, or over a limit
 
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        reason = getattr(exc, "problem", None) or str(exc)
-        raise ManifestError([ManifestProblem(file, line, column, "",
-                                             f"not valid YAML: {reason}")]) from None
-    except (ValueError, TypeError, RecursionError) as exc:  # e.g. odd scalars, deep nesting
-        raise ManifestError([ManifestProblem(file, 1, 1, "", f"not valid YAML: {exc}")]) from None
-    positions = _Positions(root)
+    def problem(where: tuple[Any, ...], message: str, *, key: bool = False,
+                shown: str | None = None) -> None:
+        line, column = positions.find(where, key=key)
+        problems.append(ManifestProblem(file, line, column,
+                                        dotted(where) if shown is None else shown, message))
+
     if not isinstance(data, dict):
-        problem((), "a manifest is a mapping of keys such as name, model and triggers", positions)
+        problem((), "a manifest is a mapping of keys such as name, model and triggers")
         raise ManifestError(problems)
     env_errors: list[tuple[tuple[Any, ...], str]] = []
-    data = _substitute_env(data, (), env_errors, str(path.parent.resolve()))
+    data = substitute_env(data, (), env_errors, str(path.parent.resolve()))
     for where, message in env_errors:
-        problem(where, message, positions)
+        problem(where, message)
     for key in data:
         if not isinstance(key, str) or key not in MANIFEST_KEYS:
             valid = ", ".join(MANIFEST_KEYS)
-            problem((key,), f"unknown key {key!r}; valid keys: {valid}", positions, key=True)
+            problem((key,), f"unknown key {key!r}; valid keys: {valid}", key=True,
+                    shown=key if isinstance(key, str) else repr(key))
     version = data.get("version", "1.0")
     if str(version) not in ("1", "1.0"):
-        problem(("version",), f"unsupported version {version!r}; use '1.0'", positions)
+        problem(("version",), f"unsupported version {version!r}; use '1.0'")
     name = data.get("name")
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         problem(("name",) if "name" in data else (),
-                "name is required: a letter, then letters, digits, '-' or '_' (at most 64)",
-                positions)
+                "name is required: a letter, then letters, digits, '-' or '_' (at most 64)")
     warnings = [f"{file}: '{key}' is accepted but not applied yet by this version"
                 for key in NOT_YET_APPLIED if key in data]
     raw: dict[str, Any] = {}
@@ -226,12 +126,11 @@ def parse_manifest(text: str, path: Path) -> Manifest:
         raw["context"] = {"initial_state": data["world"]}
     overrides = data.get("config") or {}
     if not isinstance(overrides, dict):
-        problem(("config",), "config is a mapping of ProcessConfig fields", positions)
+        problem(("config",), "config is a mapping of ProcessConfig fields")
         overrides = {}
     for key, value in overrides.items():
         if key in FIELD_SOURCES or key == "journal":
-            problem(("config", key), f"set {key!r} at the top level, not under config",
-                    positions, key=True)
+            problem(("config", key), f"set {key!r} at the top level, not under config", key=True)
         elif key == "context" and isinstance(value, dict):
             raw.setdefault("context", {}).update(value)
         else:
@@ -241,22 +140,13 @@ def parse_manifest(text: str, path: Path) -> Manifest:
         # strict_keys: an unknown key in a governance section is an error in a manifest
         config = ProcessConfig.model_validate(raw, context={"strict_keys": True})
     except ValidationError as exc:
-        for error in exc.errors():
-            loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and (
-                p.startswith("function-") or p in ("str", "ScriptedModelSpec",
-                                                   "RemoteModelSpec"))))
-            if len(loc) > 2 and loc[0] == "servers" and loc[2] in ("stdio", "http"):
-                loc = (*loc[:2], *loc[3:])  # the union's tag is not a key the author wrote
-            where = _manifest_path(loc, overrides)
-            message = error["msg"].removeprefix("Value error, ")
-            if error["type"] == "extra_forbidden":
-                message = f"unknown key {loc[-1]!r}" + _valid_keys_hint(loc, raw)
-            problem(where, message, positions, key=error["type"] == "extra_forbidden")
+        for where, message, at_key in validation_problems(exc, raw, overrides):
+            problem(where, message, key=at_key)
     for server_name, server in _usable_entries(config, raw.get("servers")).items():
         try:
             check_server(server_name, server, path.parent)
         except ValueError as exc:
-            problem(("servers", server_name), str(exc), positions)
+            problem(("servers", server_name), str(exc))
         warnings.extend(
             f"{file}: servers.{server_name} needs environment variable {variable}, which "
             "is not set (it is read when the server connects)"
@@ -264,7 +154,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     if problems:
         raise ManifestError(problems)
     assert config is not None and isinstance(name, str)
-    return Manifest(name, config, path, path.parent, warnings)
+    return Manifest(name, config, path, path.parent, warnings, positions)
 
 
 def _usable_entries(config: ProcessConfig | None, raw: Any
@@ -287,76 +177,9 @@ def _usable_entries(config: ProcessConfig | None, raw: Any
     return entries
 
 
-def _manifest_path(loc: tuple[Any, ...], overrides: dict[str, Any]) -> tuple[Any, ...]:
-    if not loc:
-        return ()
-    head = loc[0]
-    if head in FIELD_SOURCES:
-        return (FIELD_SOURCES[head], *loc[1:])
-    if head == "context" and len(loc) > 1 and loc[1] == "initial_state":
-        return ("world", *loc[2:])
-    return ("config", *loc)
-
-
-def _valid_keys_hint(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
-    from pydantic import BaseModel
-
-    from runtime_core.triggers.config import TRIGGER_FIELDS, TriggerConfig
-
-    if len(loc) == 3 and loc[0] == "servers":
-        from runtime_core.agent.mcp_config import HttpServerConfig, StdioServerConfig
-
-        entry = (raw.get("servers") or {}).get(loc[1])
-        kind = entry.get("type") if isinstance(entry, dict) else None
-        server_model = HttpServerConfig if kind == "http" else StdioServerConfig
-        label = "an http" if kind == "http" else "a stdio"
-        return f"; {label} server takes: {', '.join(server_model.model_fields)}"
-    if len(loc) == 3 and loc[0] == "triggers" and isinstance(loc[1], int):
-        try:
-            kind = raw["triggers"][loc[1]].get("type")
-        except (KeyError, IndexError, AttributeError, TypeError):
-            kind = None
-        if kind in TRIGGER_FIELDS:
-            fields = ["type", "filter_expression", *TRIGGER_FIELDS[kind]]
-            return f"; a '{kind}' trigger takes: {', '.join(fields)}"
-
-    model: type[BaseModel] | None = ProcessConfig
-    for part in loc[:-1]:
-        if model is None or isinstance(part, int):
-            continue
-        info = model.model_fields.get(str(part))
-        annotation = getattr(info, "annotation", None) if info else None
-        model = _model_in(annotation)
-    if loc and loc[0] == "triggers":
-        model = TriggerConfig
-    if model is None:
-        return ""
-    return f"; valid keys: {', '.join(model.model_fields)}"
-
-
-def _model_in(annotation: Any) -> Any:
-    from pydantic import BaseModel
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def load_manifest(path: str | Path) -> Manifest:
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError([ManifestProblem(str(file), 1, 1, "",
-                                             f"cannot read: {exc.strerror or exc}")]) from None
-    except UnicodeDecodeError as exc:
-        raise ManifestError([ManifestProblem(str(file), 1, 1, "",
-                                             f"not UTF-8 text: {exc.reason}")]) from None
-    return parse_manifest(text, file)
+    return parse_manifest(read_text(file), file)  # ManifestError: unreadable, too large, not UTF-8
 
 
 def load_directory(directory: str | Path) -> list[Manifest]:

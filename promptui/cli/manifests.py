@@ -89,25 +89,45 @@ def validate(
     paths: list[Path] = typer.Argument(..., help="Manifest files or folders."),
     connect: bool = typer.Option(False, "--connect",
                                  help="Also connect each MCP server and list its tools."),
+    imports: bool = typer.Option(True, "--imports/--no-imports",
+                                 help="Import each tool's module in a child process, as a "
+                                 "start would (--no-imports: don't run their code)."),
+    import_timeout: float = typer.Option(10.0, "--import-timeout", min=0.1, max=600,
+                                         metavar="SECONDS",
+                                         help="How long a tool module may take to import."),
 ) -> None:
-    """Check manifests; every problem is listed with file, line, column and field."""
-    from runtime_core.manifest import ManifestError, load_directory, load_manifest
+    """Check manifests; every problem is listed with file, line, column and field: the text,
+    then what would fail at start (tool imports, script files, watch paths, webhook ports)."""
+    from runtime_core.manifest import (
+        Manifest,
+        ManifestError,
+        check_start,
+        load_directory,
+        load_manifest,
+    )
 
     problems = 0
+    loaded: list[Manifest] = []
     for path in paths:
         try:
-            manifests = load_directory(path) if path.is_dir() else [load_manifest(path)]
+            loaded.extend(load_directory(path) if path.is_dir() else [load_manifest(path)])
         except ManifestError as exc:
             for problem in exc.problems:
                 out.print(f"[red]error[/red] {escape(str(problem))}")
             problems += len(exc.problems)
-            continue
-        for manifest in manifests:
+    reports = check_start(loaded, imports=imports, import_timeout=import_timeout)
+    for manifest, report in zip(loaded, reports, strict=True):
+        for problem in report.errors:
+            out.print(f"[red]error[/red] {escape(str(problem))}")
+        problems += len(report.errors)
+        if not report.errors:
             out.print(f"[green]ok[/green] {escape(manifest.name)} ({escape(str(manifest.path))})")
-            for warning in manifest.warnings:
-                out.print(f"[yellow]warning[/yellow] {escape(warning)}")
-            if connect and manifest.config.servers:
-                problems += _probe(manifest.config.servers, manifest.base_dir)
+        for warning in manifest.warnings:
+            out.print(f"[yellow]warning[/yellow] {escape(warning)}")
+        for problem in report.warnings:
+            out.print(f"[yellow]warning[/yellow] {escape(str(problem))}")
+        if connect and manifest.config.servers:
+            problems += _probe(manifest.config.servers, manifest.base_dir)
     if problems:
         out.print(f"{problems} problem(s)")
         raise typer.Exit(1)

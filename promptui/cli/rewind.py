@@ -187,11 +187,16 @@ def fork(
     entry: str = typer.Argument(..., help="Fork from just before this entry (PROCESS:SEQ)."),
     new_name: str = typer.Argument(..., help="The new process's name: a letter, then "
                                    "letters, digits, '-' or '_' (at most 64)."),
+    with_triggers: bool = typer.Option(
+        False, "--with-triggers", help="Copy PROCESS's triggers to NEW_NAME too (by default "
+        "it has none). One that cannot be served, e.g. its webhook path already is, is "
+        "refused (409 CONFLICT) and nothing is forked. Needs a server."),
     journal_path: Path = JOURNAL_OPTION,
     url: str | None = URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
-    """Fork: NEW_NAME starts from PROCESS's state just before ENTRY.
+    """Fork: NEW_NAME starts from PROCESS's state just before ENTRY, without PROCESS's
+    triggers unless --with-triggers.
 
     On the server given by --url or PROMPTUI_URL (or running here) NEW_NAME starts there at
     once; else the fork is recorded in the journal file, for NEW_NAME's first start."""
@@ -206,10 +211,15 @@ def fork(
         raise fail(str(exc)) from None
     target = server_for(url, token, journal_path)
     if target is not None:
-        child = on_server(target, lambda control: control.fork(process, entry_id, new_name))
+        child = on_server(target, lambda control: control.fork(
+            process, entry_id, new_name, with_triggers=with_triggers))
+        copied = "with" if with_triggers else "without"
         out.print(f"Forked {process} at {entry_id} as {child} on {target.url}: it runs from "
-                  "that state.")
+                  f"that state, {copied} {process}'s triggers.")
         return
+    if with_triggers:  # the manifest NEW_NAME is given decides its triggers
+        raise fail("--with-triggers needs a server (--url or PROMPTUI_URL): a fork recorded "
+                   "in a journal file gets its triggers from the manifest it starts with")
     if not journal_path.exists():
         raise fail(f"no journal at {journal_path}; pass --journal PATH")
     check_process(journal_path, process)

@@ -308,8 +308,9 @@ class TimelineScreen(LiveScreen):
                 self.room.command(f"fork {name} at #{entry.seq}",
                                   lambda: control.fork(name, entry.entry_id, new_name.strip()),
                                   lambda child: f"forked {name} at #{entry.seq}: {child} "
-                                                "started")
+                                                "started, without triggers")
 
         self.app.push_screen(AskDialog(
             f"Fork {name} at #{entry.seq}", "a new process starts from the state just before "
-            "this entry; name it", f"{name}-fork", check), fork)
+            "this entry, without the triggers (not copied); name it", f"{name}-fork", check),
+            fork)

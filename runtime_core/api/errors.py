@@ -4,7 +4,9 @@ message and an error id; the traceback goes to the log under that id."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -28,6 +30,7 @@ STATUS_OF_CODE = {
     "INVALID_REQUEST": 422,
     "HEALTH_DISABLED": 400,
     "REFUSED": 409,
+    "CONFLICT": 409,  # e.g. a fork's trigger clashes with one already served
     "JOURNAL_UNAVAILABLE": 503,  # degraded: try again once the journal writes again
 }
 
@@ -39,6 +42,31 @@ def error_response(status: int, code: str, message: str, *, error_id: str = "",
 
 def _where(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc) or "(request)"
+
+
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowed_methods(request: Request, found: str) -> str:
+    """Every method the OpenAPI document lists for this path (each method is a route of its
+    own, and Starlette's 405 names only the first route's); ``found`` when it lists none."""
+    app: FastAPI = request.app
+    paths: dict[str, dict[str, Any]] = app.openapi().get("paths", {})
+    path = request.scope.get("path", "")
+    allowed = {method.upper() for template, item in paths.items()
+               if _template(template).fullmatch(path) for method in item}
+    if not allowed:
+        return found
+    if "GET" in allowed:
+        allowed.add("HEAD")  # Starlette answers HEAD wherever it answers GET
+    rank = {method: i for i, method in enumerate(_METHOD_ORDER)}
+    return ", ".join(sorted(allowed, key=lambda m: (rank.get(m, len(rank)), m)))
+
+
+@functools.lru_cache(maxsize=256)
+def _template(template: str) -> re.Pattern[str]:
+    """``/processes/{name}`` as Starlette matches it: a parameter is one path segment."""
+    return re.compile(re.sub(r"\\\{[^}]*\\\}", "[^/]+", re.escape(template)))
 
 
 def install(app: FastAPI) -> None:
@@ -55,12 +83,18 @@ def install(app: FastAPI) -> None:
         return error_response(422, "INVALID_REQUEST", problems)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 400:  # FastAPI's "error parsing the body": not UTF-8 JSON
+            return error_response(422, "INVALID_REQUEST", "the request body could not be "
+                                  "read as JSON (UTF-8); send a JSON object")
+        if exc.status_code == 405:  # Starlette lists only the first route's methods
+            headers["Allow"] = _allowed_methods(request, headers.get("Allow", ""))
         code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
         message = {404: "no such route; the routes are listed at /api/v1/openapi.json",
                    405: "this route does not take that method; see /api/v1/openapi.json"
                    }.get(exc.status_code, "the request was refused")
-        return error_response(exc.status_code, code, message, headers=dict(exc.headers or {}))
+        return error_response(exc.status_code, code, message, headers=headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -11,6 +11,14 @@ from starlette.responses import JSONResponse, StreamingResponse
 
 from runtime_core.api import storable
 from runtime_core.api.event_log import EventLog
+from runtime_core.api.responses import (
+    COMMAND,
+    GUARDED,
+    ON_PROCESS,
+    READ,
+    errors,
+    health_unavailable,
+)
 from runtime_core.control.plane import ControlPlane
 from runtime_core.control.views import (
     DeadLetterView,
@@ -71,6 +79,9 @@ class RewindBody(Strict):
 class ForkBody(Strict):
     entry_id: str = Field(min_length=1, max_length=300)
     new_name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN.pattern)
+    with_triggers: bool = Field(False, description="Copy the parent's triggers too; one that "
+                                "cannot be served (its webhook address or path taken) is 409 "
+                                "CONFLICT, naming it, and nothing is forked.")
 
 
 class IncidentBody(Strict):
@@ -116,8 +127,7 @@ def log_of(request: Request) -> EventLog:
 # -- the runtime ----------------------------------------------------------------------------
 @router.get("/health", summary="Liveness (no token needed): 503 while a journal cannot be "
             "written", response_model=Health, response_model_exclude_defaults=True,
-            responses={503: {"model": Health, "description": "a journal cannot be written: "
-                             "events are refused until it writes again"}})
+            responses={**errors(403, 421), **health_unavailable(Health)})
 async def health(request: Request) -> Any:
     faults = (await control_of(request).runtime_info()).get("journal_faults") or {}
     if faults:  # a load balancer stops sending; the runtime heals by itself
@@ -127,7 +137,7 @@ async def health(request: Request) -> Any:
     return Health(status="ok")
 
 
-@router.get("/runtime", response_model=RuntimeInfo)
+@router.get("/runtime", response_model=RuntimeInfo, responses=errors(*READ))
 async def runtime_info(request: Request) -> RuntimeInfo:
     info = await control_of(request).runtime_info()
     return RuntimeInfo(name=info["name"], version=request.app.version,
@@ -137,7 +147,7 @@ async def runtime_info(request: Request) -> RuntimeInfo:
 
 
 @router.get("/events", summary="Server-sent runtime events (resumable with Last-Event-ID)",
-            response_class=StreamingResponse)
+            response_class=StreamingResponse, responses=errors(*GUARDED))
 async def events(request: Request, last_event_id: Annotated[
         str, Header(max_length=200)] = "") -> StreamingResponse:
     return StreamingResponse(log_of(request).stream(last_event_id),
@@ -146,17 +156,19 @@ async def events(request: Request, last_event_id: Annotated[
 
 
 # -- processes --------------------------------------------------------------------------------
-@router.get("/processes", response_model=list[ProcessSummary])
+@router.get("/processes", response_model=list[ProcessSummary], responses=errors(*READ))
 async def list_processes(request: Request) -> list[ProcessSummary]:
     return await control_of(request).list_processes()
 
 
-@router.get("/processes/{name}", summary="The process's status() dict")
+@router.get("/processes/{name}", summary="The process's status() dict",
+            responses=errors(*ON_PROCESS))
 async def process_status(request: Request, name: str) -> dict[str, Any]:
     return await control_of(request).process_status(name)
 
 
-@router.get("/processes/{name}/detail", response_model=ProcessDetail)
+@router.get("/processes/{name}/detail", response_model=ProcessDetail,
+            responses=errors(*ON_PROCESS))
 async def process_detail(request: Request, name: str) -> ProcessDetail:
     return await control_of(request).process_detail(name)
 
@@ -167,12 +179,12 @@ async def _command(request: Request, name: str, action: str) -> Done:
     return Done(name=name, state=(await control.process_status(name))["state"])
 
 
-@router.post("/processes/{name}/start", response_model=Done)
+@router.post("/processes/{name}/start", response_model=Done, responses=errors(*COMMAND))
 async def start(request: Request, name: str) -> Done:
     return await _command(request, name, "start")
 
 
-@router.post("/processes/{name}/stop", response_model=Done)
+@router.post("/processes/{name}/stop", response_model=Done, responses=errors(*COMMAND))
 async def stop(request: Request, name: str,
                drain_timeout: Annotated[float | None, Query(
                    ge=0, le=3600, description="Let the runs in flight finish first, up to "
@@ -183,22 +195,22 @@ async def stop(request: Request, name: str,
     return Done(name=name, state=(await control.process_status(name))["state"])
 
 
-@router.post("/processes/{name}/restart", response_model=Done)
+@router.post("/processes/{name}/restart", response_model=Done, responses=errors(*COMMAND))
 async def restart(request: Request, name: str) -> Done:
     return await _command(request, name, "restart")
 
 
-@router.post("/processes/{name}/suspend", response_model=Done)
+@router.post("/processes/{name}/suspend", response_model=Done, responses=errors(*COMMAND))
 async def suspend(request: Request, name: str) -> Done:
     return await _command(request, name, "suspend")
 
 
-@router.post("/processes/{name}/resume", response_model=Done)
+@router.post("/processes/{name}/resume", response_model=Done, responses=errors(*COMMAND))
 async def resume(request: Request, name: str) -> Done:
     return await _command(request, name, "resume")
 
 
-@router.post("/processes/{name}/inject", status_code=202)
+@router.post("/processes/{name}/inject", status_code=202, responses=errors(*COMMAND))
 async def inject(request: Request, name: str, body: InjectBody) -> dict[str, str]:
     event_id = await control_of(request).inject(name, body.payload, body.trigger_type)
     return {"name": name, "event_id": event_id}
@@ -206,7 +218,8 @@ async def inject(request: Request, name: str, body: InjectBody) -> dict[str, str
 
 # -- dead letters ------------------------------------------------------------------------------
 @router.get("/processes/{name}/dead-letters", response_model=list[DeadLetterView],
-            summary="Every dead letter kept (oldest first), a page with offset and limit")
+            summary="Every dead letter kept (oldest first), a page with offset and limit",
+            responses=errors(*ON_PROCESS))
 async def dead_letters(request: Request, name: str,
                        offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
                        limit: Annotated[int | None, Query(ge=1, le=5000)] = None
@@ -215,37 +228,40 @@ async def dead_letters(request: Request, name: str,
 
 
 @router.get("/processes/{name}/dead-letters/{event_id}",
-            summary="One dead letter whole: the event with its payload, reason, error")
+            summary="One dead letter whole: the event with its payload, reason, error",
+            responses=errors(*ON_PROCESS))
 async def dead_letter(request: Request, name: str,
                       event_id: Annotated[str, Path(max_length=200)]) -> dict[str, Any]:
     return await control_of(request).dead_letter(name, event_id)
 
 
-@router.post("/processes/{name}/dead-letters/redeliver", response_model=Count)
+@router.post("/processes/{name}/dead-letters/redeliver", response_model=Count,
+             responses=errors(*COMMAND))
 async def redeliver(request: Request, name: str,
                     body: Annotated[RedeliverBody | None, Body()] = None) -> Count:
     ids = body.event_ids if body is not None else None
     return Count(name=name, count=await control_of(request).redeliver(name, ids))
 
 
-@router.delete("/processes/{name}/dead-letters", response_model=Count)
+@router.delete("/processes/{name}/dead-letters", response_model=Count,
+               responses=errors(*COMMAND))
 async def clear_dead_letters(request: Request, name: str) -> Count:
     return Count(name=name, count=await control_of(request).clear_dead_letters(name))
 
 
 # -- triggers ---------------------------------------------------------------------------------
-@router.get("/processes/{name}/triggers")
+@router.get("/processes/{name}/triggers", responses=errors(*ON_PROCESS))
 async def triggers(request: Request, name: str) -> list[dict[str, Any]]:
     return await control_of(request).triggers(name)
 
 
-@router.post("/processes/{name}/triggers", status_code=201)
+@router.post("/processes/{name}/triggers", status_code=201, responses=errors(*COMMAND))
 async def add_trigger(request: Request, name: str, config: JsonObject) -> dict[str, str]:
     trigger_id = await control_of(request).add_trigger(name, config)
     return {"name": name, "trigger_id": trigger_id}
 
 
-@router.delete("/processes/{name}/triggers/{trigger_id}")
+@router.delete("/processes/{name}/triggers/{trigger_id}", responses=errors(*COMMAND))
 async def remove_trigger(request: Request, name: str, trigger_id: str) -> dict[str, str]:
     await control_of(request).remove_trigger(name, trigger_id)
     return {"name": name, "trigger_id": trigger_id}
@@ -253,13 +269,15 @@ async def remove_trigger(request: Request, name: str, trigger_id: str) -> dict[s
 
 # -- the journal and runs -----------------------------------------------------------------------
 @router.get("/processes/{name}/journal/{entry_id}",
-            summary="One journal entry whole, with its data (secrets redacted)")
+            summary="One journal entry whole, with its data (secrets redacted)",
+            responses=errors(*ON_PROCESS))
 async def journal_entry(request: Request, name: str,
                         entry_id: Annotated[str, Path(max_length=300)]) -> dict[str, Any]:
     return await control_of(request).journal_entry(name, entry_id)
 
 
-@router.get("/processes/{name}/journal", response_model=list[JournalEntryView])
+@router.get("/processes/{name}/journal", response_model=list[JournalEntryView],
+            responses=errors(*ON_PROCESS))
 async def journal(request: Request, name: str,
                   before_seq: Seq = None,
                   after_seq: Seq = None,
@@ -274,18 +292,19 @@ async def journal(request: Request, name: str,
         entry_type=type, text=text, limit=limit, run_id=run_id)
 
 
-@router.get("/processes/{name}/runs", response_model=list[RunView])
+@router.get("/processes/{name}/runs", response_model=list[RunView],
+            responses=errors(*ON_PROCESS))
 async def runs(request: Request, name: str,
                state: Annotated[str | None, Query(max_length=32)] = None) -> list[RunView]:
     return await control_of(request).runs(name, state)
 
 
-@router.get("/processes/{name}/runs/{run_id}/waiting")
+@router.get("/processes/{name}/runs/{run_id}/waiting", responses=errors(*ON_PROCESS))
 async def waiting_detail(request: Request, name: str, run_id: str) -> dict[str, Any]:
     return await control_of(request).waiting_detail(name, run_id)
 
 
-@router.post("/processes/{name}/runs/{run_id}/reconcile")
+@router.post("/processes/{name}/runs/{run_id}/reconcile", responses=errors(*COMMAND))
 async def reconcile(request: Request, name: str, run_id: str,
                     body: ReconcileBody) -> dict[str, str]:
     await control_of(request).reconcile(name, run_id, body.outcome, result=body.result,
@@ -293,7 +312,7 @@ async def reconcile(request: Request, name: str, run_id: str,
     return {"name": name, "run_id": run_id, "outcome": body.outcome}
 
 
-@router.post("/processes/{name}/runs/{run_id}/evidence")
+@router.post("/processes/{name}/runs/{run_id}/evidence", responses=errors(*COMMAND))
 async def evidence(request: Request, name: str, run_id: str,
                    body: EvidenceBody) -> dict[str, str]:
     await control_of(request).answer_evidence(name, run_id, body.action,
@@ -302,26 +321,29 @@ async def evidence(request: Request, name: str, run_id: str,
 
 
 # -- rewind and fork ---------------------------------------------------------------------------
-@router.get("/processes/{name}/rewind-plan", response_model=RewindPlan)
+@router.get("/processes/{name}/rewind-plan", response_model=RewindPlan,
+            responses=errors(*ON_PROCESS))
 async def rewind_plan(request: Request, name: str,
                       entry_id: Annotated[str, Query(min_length=1, max_length=300)],
                       mode: Mode = "both") -> RewindPlan:
     return await control_of(request).rewind_plan(name, entry_id, mode)
 
 
-@router.post("/processes/{name}/rewind", response_model=RewindResult)
+@router.post("/processes/{name}/rewind", response_model=RewindResult,
+             responses=errors(*COMMAND))
 async def rewind(request: Request, name: str, body: RewindBody) -> RewindResult:
     return await control_of(request).rewind(name, body.entry_id, body.mode)
 
 
-@router.post("/processes/{name}/fork", status_code=201)
+@router.post("/processes/{name}/fork", status_code=201, responses=errors(*COMMAND))
 async def fork(request: Request, name: str, body: ForkBody) -> dict[str, str]:
-    child = await control_of(request).fork(name, body.entry_id, body.new_name)
+    child = await control_of(request).fork(name, body.entry_id, body.new_name,
+                                           with_triggers=body.with_triggers)
     return {"name": child, "forked_from": name}
 
 
 # -- health ------------------------------------------------------------------------------------
-@router.get("/processes/{name}/health/anomalies")
+@router.get("/processes/{name}/health/anomalies", responses=errors(*ON_PROCESS))
 async def anomalies(request: Request, name: str) -> dict[str, Any]:
     found = await control_of(request).health_anomalies(name)
     if found is None:
@@ -329,13 +351,13 @@ async def anomalies(request: Request, name: str) -> dict[str, Any]:
     return {"name": name, "health_enabled": True, "anomalies": found, "count": len(found)}
 
 
-@router.delete("/processes/{name}/health/anomalies")
+@router.delete("/processes/{name}/health/anomalies", responses=errors(*COMMAND, 400))
 async def clear_anomalies(request: Request, name: str) -> dict[str, Any]:
     return {"name": name,
             "anomalies_cleared": await control_of(request).clear_health_anomalies(name)}
 
 
-@router.patch("/processes/{name}/health")
+@router.patch("/processes/{name}/health", responses=errors(*COMMAND))
 async def patch_health(request: Request, name: str, patch: JsonObject) -> dict[str, Any]:
     config = await control_of(request).update_health(name, patch)
     return {"name": name, "health_updated": True, "live": True,
@@ -343,21 +365,24 @@ async def patch_health(request: Request, name: str, patch: JsonObject) -> dict[s
 
 
 # -- incidents ---------------------------------------------------------------------------------
-@router.get("/incidents", response_model=list[IncidentView])
+@router.get("/incidents", response_model=list[IncidentView],
+            responses=errors(*GUARDED, 404))
 async def incidents(request: Request,
                     process: Annotated[str | None, Query(max_length=200)] = None
                     ) -> list[IncidentView]:
     return await control_of(request).incidents(process)
 
 
-@router.post("/processes/{name}/incidents/{incident_id}/resolve", response_model=IncidentView)
+@router.post("/processes/{name}/incidents/{incident_id}/resolve", response_model=IncidentView,
+             responses=errors(*COMMAND))
 async def resolve_incident(request: Request, name: str, incident_id: str,
                            body: IncidentBody) -> IncidentView:
     return await control_of(request).resolve_incident(
         name, incident_id, generation=body.generation, version=body.version, note=body.note)
 
 
-@router.post("/processes/{name}/incidents/{incident_id}/reopen", response_model=IncidentView)
+@router.post("/processes/{name}/incidents/{incident_id}/reopen", response_model=IncidentView,
+             responses=errors(*COMMAND))
 async def reopen_incident(request: Request, name: str, incident_id: str,
                           body: IncidentBody) -> IncidentView:
     return await control_of(request).reopen_incident(

@@ -5,20 +5,27 @@ down for a restart: what was queued or running is taken back by the next start."
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
+import socket
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.config import STARTUP_FAILURE
 
 from runtime_core.api import errors
+from runtime_core.api.error_shape import error_body
 from runtime_core.api.event_log import EventLog
 from runtime_core.api.guard import DEFAULT_MAX_BODY, Guard, is_loopback
 from runtime_core.api.routes import router
 from runtime_core.control.local import LocalControl
+from runtime_core.triggers.http_guard import ConnectionGuard
+from runtime_core.triggers.http_limits import API
 
 log = logging.getLogger("promptui.serve")
 VERSION = "1"
@@ -69,9 +76,25 @@ class _Server(uvicorn.Server):
     signal again after the clean stop (uvicorn's default), so a SIGTERM ends with status 0."""
 
     on_exit: Callable[[], None] | None = None
+    guard: ConnectionGuard | None = None
     drain: Callable[[], Any] | None = None  # the shutdown with its drain: a coroutine
     cut: Callable[[], None] | None = None
     _draining: asyncio.Task[None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Listens on the guard's sockets, which refuse a connection over the budget in
+        accept(), before it costs a descriptor; uvicorn would bind plain ones."""
+        if sockets is not None or self.guard is None:
+            await super().startup(sockets)
+            return
+        try:
+            sockets = await self.guard.bind(self.config.host, self.config.port)
+        except OSError as exc:  # as uvicorn says it, before any process has started
+            logging.getLogger("uvicorn.error").error(exc)
+            sys.exit(STARTUP_FAILURE)
+        await super().startup(sockets)
+        if self.started:
+            self._log_started_message(sockets)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if self.drain is not None and self._draining is None and self.started \
@@ -104,10 +127,19 @@ class _Server(uvicorn.Server):
 
 def make_server(app: FastAPI, *, host: str, port: int,
                 on_ready: Callable[[str], None] | None = None) -> _Server:
+    # The process's connection budget, a header read timeout and keep-alive (http_limits):
+    # idle or slow clients cannot use up the file descriptors the API needs to answer.
+    guard = ConnectionGuard.for_server(API, json.dumps(error_body(
+        "TOO_MANY_CONNECTIONS", "the server holds the most open connections it allows; try "
+        "again shortly")).encode())
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                             lifespan="on", timeout_graceful_shutdown=10,
-                            server_header=False, date_header=False)
+                            server_header=False, date_header=False, ws="none",
+                            http=guard.protocol(),
+                            timeout_keep_alive=guard.limits.keep_alive_timeout)
+    log.debug("connection limits: %s", guard.limits.describe())
     server = _Server(config)
+    server.guard = guard
 
     def close_streams() -> None:
         event_log: EventLog | None = getattr(app.state, "event_log", None)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from runtime_core.control import local_views as views
+from runtime_core.control import redaction
 from runtime_core.control.plane import ControlError, ControlPlane, EventStream, ReadOnlyError
 from runtime_core.control.views import (
     DeadLetterView,
@@ -23,7 +24,7 @@ from runtime_core.control.views import (
     RunView,
     step_of,
 )
-from runtime_core.events import EventNotifier
+from runtime_core.events import EventNotifier, RuntimeEvent
 from runtime_core.governance.config_patch import ConfigPatchError
 from runtime_core.journal.provider import JournalError, ReadFilter
 from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
@@ -31,6 +32,7 @@ from runtime_core.journal.summary import summarize
 from runtime_core.lifecycle import ProcessState
 from runtime_core.manifest import NAME_PATTERN
 from runtime_core.process.process import AgentProcess
+from runtime_core.process.rewinding import ForkConflict
 from runtime_core.runtime import AgentRuntime
 from runtime_core.triggers.base import TriggerEvent
 
@@ -45,6 +47,15 @@ class LocalControl:
         self.runtime = runtime
         self._name = name
         self._read_only = read_only
+        # Events reach every subscriber (the room, the API's stream) with secrets hidden.
+        runtime.notifier.redact = self._redacted_event
+
+    def _redacted_event(self, event: RuntimeEvent) -> RuntimeEvent:
+        try:
+            process = self.runtime.get_process(event.process)
+        except KeyError:  # not a process's event (e.g. a journal's)
+            return event
+        return redaction.redacted_event(process, event)
 
     @property
     def name(self) -> str:
@@ -103,8 +114,9 @@ class LocalControl:
         if letters is None:  # no journal: the process's list is all there is
             listed = views.dead_letter_views(process)
             return list(listed[offset:] if limit is None else listed[offset:offset + limit])
+        redact = redaction.redactor(process)
         return [views.dead_letter_view(TriggerEvent.from_dict(d.event), d.reason, d.error,
-                                       d.attempts, _iso(d.dead_lettered_at), process.redact)
+                                       d.attempts, _iso(d.dead_lettered_at), redact)
                 for d in letters]
 
     async def triggers(self, name: str) -> list[dict[str, Any]]:
@@ -116,7 +128,7 @@ class LocalControl:
             detail = process.waiting_detail(run_id)
         except KeyError as exc:
             raise ControlError(str(exc.args[0])) from None
-        redacted: dict[str, Any] = views.redact_any(detail, process.redact)
+        redacted: dict[str, Any] = views.redact_any(detail, redaction.redactor(process))
         return redacted
 
     # -- commands --------------------------------------------------------------------------
@@ -239,8 +251,9 @@ class LocalControl:
             process=name, until_seq=before_seq, until_time=at_or_before, since_seq=after_seq,
             entry_type=entry_type or None, contains=text or None, newest_first=True,
             run_id=run_id or None, limit=max(1, min(limit, 5000))))
+        redact = redaction.redactor(process)
         return [JournalEntryView(e.entry_id, e.seq, e.entry_type, e.run_id or "", e.timestamp,
-                                 process.redact(summarize(e)), step_of(e.data))
+                                 redact(summarize(e)), step_of(e.data))
                 for e in entries]
 
     async def journal_entry(self, name: str, entry_id: str) -> dict[str, Any]:
@@ -258,7 +271,7 @@ class LocalControl:
         entry = found[0]
         return {"entry_id": entry.entry_id, "seq": entry.seq, "entry_type": entry.entry_type,
                 "run_id": entry.run_id or "", "timestamp": entry.timestamp,
-                "data": views.redact_any(entry.data, process.redact)}
+                "data": views.redact_any(entry.data, redaction.redactor(process))}
 
     async def dead_letter(self, name: str, event_id: str) -> dict[str, Any]:
         process = self._process(name)
@@ -268,7 +281,7 @@ class LocalControl:
                 whole: dict[str, Any] = views.redact_any({
                     "event": event.to_dict(), "reason": letter["reason"],
                     "error": letter["error"], "attempts": letter["attempts"],
-                    "dead_lettered_at": letter["dead_lettered_at"]}, process.redact)
+                    "dead_lettered_at": letter["dead_lettered_at"]}, redaction.redactor(process))
                 return whole
         journal = process.journal
         offset, page_size = 0, 500
@@ -282,7 +295,8 @@ class LocalControl:
                     kept: dict[str, Any] = views.redact_any({
                         "event": stored.event, "reason": stored.reason, "error": stored.error,
                         "attempts": stored.attempts,
-                        "dead_lettered_at": _iso(stored.dead_lettered_at)}, process.redact)
+                        "dead_lettered_at": _iso(stored.dead_lettered_at)},
+                        redaction.redactor(process))
                     return kept
             if len(page) < page_size:
                 break
@@ -293,21 +307,25 @@ class LocalControl:
         process = self._process(name)  # outside the try: its ControlError is a RuntimeError
         _check_entry_id(name, entry_id)
         try:
-            return await process.rewind_plan(entry_id, mode)
+            plan = await process.rewind_plan(entry_id, mode)
         except (RuntimeError, ValueError) as exc:
             raise ControlError(str(exc)) from None
+        return redaction.redact_plan(process, plan)
 
     async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult:
         self._mutating("rewind")
         process = self._process(name)
         _check_entry_id(name, entry_id)
         try:
-            return await process.rewind(entry_id, mode, actor="operator")
+            result = await process.rewind(entry_id, mode, actor="operator")
         except (RuntimeError, ValueError) as exc:
             raise ControlError(str(exc)) from None
+        return redaction.redacted_result(process, result)
 
-    async def fork(self, name: str, entry_id: str, new_name: str) -> str:
-        """Fork and start the new process."""
+    async def fork(self, name: str, entry_id: str, new_name: str, *,
+                   with_triggers: bool = False) -> str:
+        """Fork and start the new process (without the parent's triggers unless asked). A
+        fork that fails leaves no process behind; a trigger clash is CONFLICT, naming it."""
         self._mutating("fork")
         new_name = new_name.strip()
         if not new_name:
@@ -318,17 +336,26 @@ class LocalControl:
         process = self._process(name)
         _check_entry_id(name, entry_id)
         try:
-            child = await process.fork(entry_id, new_name)
+            child = await process.fork(entry_id, new_name, with_triggers=with_triggers)
+        except ForkConflict as exc:
+            raise ControlError(str(exc), "CONFLICT") from None
         except (RuntimeError, ValueError) as exc:
             raise ControlError(str(exc)) from None
-        await child.start()
+        try:
+            await child.start()
+        except Exception as exc:  # e.g. a trigger's address taken since the check
+            await self.runtime.remove_process(child.name)
+            raise ControlError(f"the fork {new_name!r} did not start and was removed: {exc} "
+                               f"(its journal keeps the forked state: start a process named "
+                               f"{new_name!r} on it, or fork again with another name)",
+                               "CONFLICT" if with_triggers else "REFUSED") from None
         return child.name
 
     # -- incidents -------------------------------------------------------------------------
     async def incidents(self, process: str | None = None) -> list[IncidentView]:
         processes = [self._process(process)] if process is not None else \
             list(self.runtime.processes.values())
-        found = [views.incident_view(p.name, incident, p.redact)
+        found = [views.incident_view(p.name, incident, redaction.redactor(p))
                  for p in processes for incident in p.incidents()]
         return sorted(found, key=lambda v: (v.state != "open", -v.last_seen))
 
@@ -341,7 +368,7 @@ class LocalControl:
                 incident_id, generation=generation, version=version, note=note)
         except (KeyError, ValueError, RuntimeError) as exc:  # stale, wrong state, unknown
             raise ControlError(str(exc.args[0] if exc.args else exc)) from None
-        return views.incident_view(name, incident, process.redact)
+        return views.incident_view(name, incident, redaction.redactor(process))
 
     async def reopen_incident(self, name: str, incident_id: str, *, generation: int,
                               version: int, note: str = "") -> IncidentView:
@@ -352,13 +379,14 @@ class LocalControl:
                 incident_id, generation=generation, version=version, note=note)
         except (KeyError, ValueError, RuntimeError) as exc:
             raise ControlError(str(exc.args[0] if exc.args else exc)) from None
-        return views.incident_view(name, incident, process.redact)
+        return views.incident_view(name, incident, redaction.redactor(process))
 
     # -- status, triggers, health --------------------------------------------------------------
     async def process_status(self, name: str) -> dict[str, Any]:
         """The process's ``status()`` dict, as JSON data."""
         process = self._process(name)
-        data: dict[str, Any] = json.loads(json.dumps(process.status(), default=str))
+        data: dict[str, Any] = views.redact_any(
+            json.loads(json.dumps(process.status(), default=str)), redaction.redactor(process))
         return data
 
     async def add_trigger(self, name: str, config: dict[str, Any]) -> str:
@@ -380,7 +408,8 @@ class LocalControl:
         """Oldest first; None when the process has no health monitoring."""
         process = self._process(name)
         anomalies = process.health_anomalies()
-        return None if anomalies is None else views.redact_any(anomalies, process.redact)
+        return None if anomalies is None else views.redact_any(anomalies,
+                                                               redaction.redactor(process))
 
     async def clear_health_anomalies(self, name: str) -> int:
         self._mutating("clear anomalies")
@@ -392,11 +421,12 @@ class LocalControl:
     async def update_health(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Change the health config live (a JSON merge patch, checked as a whole)."""
         self._mutating("change health config")
+        process = self._process(name)
         try:
-            config = self._process(name).update_health(patch)
+            config = process.update_health(patch)
         except ConfigPatchError as exc:
             raise ControlError(str(exc), exc.code) from None
-        return config.model_dump(mode="json")
+        return redaction.shown_part(process, config.model_dump(mode="json"))
 
     async def start_all(self) -> None:
         await self.runtime.start_all()

@@ -1,6 +1,7 @@
 """Views of an in-process runtime's objects: a process as a table row or a detail page, a run,
 an incident, a configuration as it may be shown. Every text that could hold a secret goes
-through the process's redaction first."""
+through the process's redaction first (control/redaction.py: its secret scope's values and the
+credentials its configuration holds)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from runtime_core.agent.mcp_config import redacted_server
-from runtime_core.config import ProcessConfig
+from runtime_core.control.redaction import redact_any, redactor, shown_config
 from runtime_core.control.views import (
     DeadLetterView,
     IncidentView,
@@ -26,6 +26,7 @@ from runtime_core.runs.run import Run, StepRecord
 from runtime_core.triggers.base import TriggerEvent
 
 Redact = Callable[[str], str]
+__all__ = ["redact_any", "shown_config"]  # also offered here (control/__init__.pyi)
 
 
 def _budget_use(remaining: dict[str, Any] | None, limits: dict[str, Any]) -> float | None:
@@ -54,34 +55,11 @@ def _run_view(run: Run) -> RunView:
                    run.config_changed, run.missing_evidence)
 
 
-def redact_any(value: Any, redact: Redact) -> Any:
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {k: redact_any(v, redact) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact_any(v, redact) for v in value]
-    return value
-
-
 def redact_run(run: RunView, redact: Redact) -> RunView:
     return replace(run, reply=redact(run.reply), error=redact(run.error),
                    identity=redact_any(run.identity, redact), steps=tuple(
         replace(s, args=redact_any(s.args, redact), result=redact(s.result))
         for s in run.steps))
-
-
-def shown_config(config: ProcessConfig) -> dict[str, Any]:
-    """The configuration as it may be displayed: MCP server credentials are ``${VAR}``
-    references or ``[redacted]``, never values. Fields are spelled as in a manifest (their
-    aliases: a scripted turn's ``raise``, not the Python name ``raise_``)."""
-    data = config.model_dump(mode="json", exclude_defaults=True, by_alias=True)
-    if config.journal.level != "none":  # where and how much, even when those are defaults
-        data["journal"] = config.journal.model_dump(mode="json")
-    if config.servers:
-        data["servers"] = {name: redacted_server(server)
-                           for name, server in config.servers.items()}
-    return data
 
 
 def incident_view(process: str, incident: Incident, redact: Redact) -> IncidentView:
@@ -93,7 +71,8 @@ def incident_view(process: str, incident: Incident, redact: Redact) -> IncidentV
         opened_at=incident.opened_at, last_seen=incident.last_seen,
         occurrences=incident.occurrences, run_ids=tuple(incident.run_ids),
         closed_at=incident.closed_at, resolved_by=incident.resolved_by,
-        note=redact(incident.note), last_payload=redact(preview(last)) if last != "" else "")
+        note=redact(incident.note),
+        last_payload=preview(redact_any(last, redact)) if last != "" else "")
 
 
 def summary(process: AgentProcess) -> ProcessSummary:
@@ -122,7 +101,7 @@ def summary(process: AgentProcess) -> ProcessSummary:
         budget_use=_budget_use(status.budget, limits),
         mission_state=status.mission_state or "",
         last_run_at=last.finished_at if last is not None else None,
-        last_outcome=process.redact(preview(outcome)),
+        last_outcome=preview(redactor(process)(outcome)),
         journal_fault=status.journal_fault or "", draining=status.draining is not None)
 
 
@@ -136,26 +115,30 @@ def run_views(process: AgentProcess) -> tuple[RunView, ...]:
     unique: dict[str, Run] = {}
     for run in listed:  # the first listing of a run wins
         unique.setdefault(run.run_id, run)
-    return tuple(redact_run(_run_view(r), process.redact) for r in unique.values())
+    redact = redactor(process)
+    return tuple(redact_run(_run_view(r), redact) for r in unique.values())
 
 
 def dead_letter_views(process: AgentProcess) -> tuple[DeadLetterView, ...]:
     """The newest dead letters, as the process lists them."""
+    redact = redactor(process)
     return tuple(dead_letter_view(d["event"], d["reason"], d["error"], d["attempts"],
-                                  d["dead_lettered_at"], process.redact)
+                                  d["dead_lettered_at"], redact)
                  for d in process.dead_letters)
 
 
 def dead_letter_view(event: TriggerEvent, reason: str, error: str, attempts: int, at: str,
                      redact: Redact) -> DeadLetterView:
+    # Redacted, then cut to a preview (a cut inside a secret would leave it unrecognised).
     return DeadLetterView(event.event_id, event.trigger_type, reason, redact(error), attempts,
-                          at, redact(preview(event.payload)))
+                          at, preview(redact_any(event.payload, redact)))
 
 
 def detail(process: AgentProcess) -> ProcessDetail:
-    redact = process.redact
+    redact = redactor(process)
     queued = tuple(QueuedEventView(e.event_id, e.trigger_type, e.trigger_id,
-                                   e.timestamp.timestamp(), redact(preview(e.payload)))
+                                   e.timestamp.timestamp(),
+                                   preview(redact_any(e.payload, redact)))
                    for e in process.queued_events())
     status = process.status_snapshot()
     return ProcessDetail(
@@ -163,10 +146,10 @@ def detail(process: AgentProcess) -> ProcessDetail:
         runs=run_views(process),
         context=redact_any(process.context.state_snapshot(), redact),
         conversation=tuple(redact_any(m, redact) for m in process.conversation.messages()),
-        governance=_governance(process),
-        config=shown_config(process.config),
-        triggers=tuple(t.as_dict() for t in status.triggers),
-        servers=status.servers or ())
+        governance=redact_any(_governance(process), redact),
+        config=shown_config(process.config, process.redact),
+        triggers=tuple(redact_any(t.as_dict(), redact) for t in status.triggers),
+        servers=tuple(redact_any(s, redact) for s in status.servers or ()))
 
 
 def _governance(process: AgentProcess) -> dict[str, Any]:

@@ -112,7 +112,11 @@ class ControlPlane(Protocol):
 
     async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult: ...
 
-    async def fork(self, name: str, entry_id: str, new_name: str) -> str: ...
+    async def fork(self, name: str, entry_id: str, new_name: str, *,
+                   with_triggers: bool = False) -> str:
+        """Fork and start; the parent's triggers are copied only ``with_triggers`` (a clash
+        with one already served is CONFLICT)."""
+        ...
 
     async def incidents(self, process: str | None = None) -> list[IncidentView]:
         """Every process's incidents (or one's): open ones first, then the latest seen."""

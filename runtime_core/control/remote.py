@@ -344,10 +344,11 @@ class RemoteControl:
             "POST", _path("processes", name, "rewind"),
             json_body={"entry_id": entry_id, "mode": mode}))
 
-    async def fork(self, name: str, entry_id: str, new_name: str) -> str:
+    async def fork(self, name: str, entry_id: str, new_name: str, *,
+                   with_triggers: bool = False) -> str:
         self._mutating("fork")
-        data = await self._call("POST", _path("processes", name, "fork"),
-                                json_body={"entry_id": entry_id, "new_name": new_name})
+        data = await self._call("POST", _path("processes", name, "fork"), json_body={
+            "entry_id": entry_id, "new_name": new_name, "with_triggers": with_triggers})
         return str(data["name"])
 
     async def resolve_incident(self, name: str, incident_id: str, *, generation: int,

@@ -18,6 +18,7 @@ import logging
 import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["EscalationOutcome", "EscalationRefused", "EscalationTarget", "Escalator",
-           "check_public_address"]
+           "check_public_address", "ip_literal"]
 
 
 class EscalationRefused(Exception):
@@ -49,17 +50,105 @@ class EscalationOutcome:
         return not self.error
 
 
+# Special-purpose ranges that Python's is_global lets through (before 3.12.4 for some), or
+# that are no place for an alert: IETF protocol assignments, the 6to4 relay anycast,
+# IPv6 documentation and the deprecated site-local range.
+_SPECIAL = tuple(ipaddress.ip_network(n) for n in (
+    "192.0.0.0/24", "192.88.99.0/24", "3fff::/20", "fec0::/10"))
+
+
 def check_public_address(address: str) -> None:
     """Raise EscalationRefused unless ``address`` is a public unicast address."""
-    ip = ipaddress.ip_address(address)
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        raise EscalationRefused(f"{address!r} is not an IP address") from None
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
         if embedded is not None:
             check_public_address(str(embedded))
-    if ip.is_multicast or not ip.is_global or ip.is_reserved or ip.is_unspecified:
+    special = any(ip.version == net.version and ip in net for net in _SPECIAL)
+    if special or ip.is_multicast or not ip.is_global or ip.is_reserved or ip.is_unspecified:
         raise EscalationRefused(
             f"{address} is not a public address (private, loopback, link-local, shared, "
             "multicast or reserved); set escalation.allow_private: true to send to it")
+
+
+@dataclass(frozen=True, slots=True)
+class _Destination:
+    host: str  # as written
+    url: httpx.URL  # as written, but for an IP literal: its canonical spelling
+    addresses: list[str]  # what to check and connect to
+    host_header: str  # the host the operator wrote, for Host
+    server_name: str  # for TLS: the name, or the canonical IP literal
+
+
+async def _destination(webhook_url: str) -> _Destination:
+    """Where ``webhook_url`` points, read as a resolver would: an IPv4 address in any spelling
+    (0177.0.0.1, 0x7f.1, 2130706433, 127.1) is that address, so it is checked as one."""
+    try:
+        parts = urlsplit(webhook_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise EscalationRefused(f"webhook_url {webhook_url!r} cannot be parsed: {exc}") from None
+    host = parts.hostname or ""
+    if not host:
+        raise EscalationRefused(f"webhook_url {webhook_url!r} has no host")
+    literal = ip_literal(host)
+    try:
+        if literal is None:
+            url = httpx.URL(webhook_url)
+            addresses = await _resolve(url.host, port)
+            return _Destination(host, url, addresses, url.netloc.decode("ascii"), url.host)
+        shown = f"[{literal}]" if literal.version == 6 else str(literal)
+        url = httpx.URL(urlunsplit((parts.scheme, f"{shown}:{port}", parts.path or "/",
+                                    parts.query, "")))
+    except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
+        raise EscalationRefused(f"webhook_url {webhook_url!r} cannot be parsed: {exc}") from None
+    return _Destination(host, url, [str(literal)], parts.netloc.rpartition("@")[2],
+                        str(literal))
+
+
+def ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``host`` spells, None for a name. A host whose last label is a number is
+    an IPv4 address the way URL parsers and inet_aton read it (octal, hex, fewer than four
+    parts); EscalationRefused if it is none (999.1.1.1, 1.2.3.4.5)."""
+    if ":" in host:
+        try:
+            return ipaddress.IPv6Address(host.split("%", 1)[0])
+        except ValueError:
+            raise EscalationRefused(f"{host!r} is not a valid IPv6 address") from None
+    labels = host.split(".")
+    if len(labels) > 1 and labels[-1] == "":
+        labels.pop()  # a trailing dot: the same host
+    if not _is_number(labels[-1]):
+        return None
+    numbers = [_ipv4_number(label) for label in labels]
+    if len(labels) > 4 or None in numbers:
+        raise EscalationRefused(f"{host!r} is not a valid IPv4 address")
+    values = [n for n in numbers if n is not None]
+    *head, last = values
+    if any(n > 255 for n in head) or last >= 256 ** (5 - len(values)):
+        raise EscalationRefused(f"{host!r} is not a valid IPv4 address (a part is too large)")
+    value = last + sum(n << (8 * (3 - i)) for i, n in enumerate(head))
+    return ipaddress.IPv4Address(value)
+
+
+def _is_number(label: str) -> bool:
+    if label[:2].lower() == "0x":
+        return all(c in "0123456789abcdefABCDEF" for c in label[2:])
+    return label.isascii() and label.isdigit()
+
+
+def _ipv4_number(label: str) -> int | None:
+    try:
+        if label[:2].lower() == "0x":
+            return int(label[2:] or "0", 16)
+        if len(label) > 1 and label.startswith("0"):
+            return int(label[1:], 8)
+        return int(label, 10) if label.isascii() and label.isdigit() else None
+    except ValueError:
+        return None
 
 
 async def _resolve(host: str, port: int) -> list[str]:
@@ -111,7 +200,7 @@ class Escalator:
                         " (redirects are not followed)" if 300 <= status < 400 else ""))
             except EscalationRefused as exc:
                 errors.append(f"webhook refused: {exc}")
-            except httpx.HTTPError as exc:
+            except Exception as exc:  # any failure is reported, never raised
                 errors.append(f"webhook failed: {type(exc).__name__}: {exc}")
         outcome = EscalationOutcome(emitted, status, "; ".join(errors))
         if outcome.error:
@@ -119,20 +208,24 @@ class Escalator:
         return outcome
 
     async def post(self, target: EscalationTarget, payload: dict[str, Any]) -> int:
-        """POST ``payload`` to the checked address; returns the HTTP status."""
+        """POST ``payload`` to the checked address; returns the HTTP status. Raises
+        EscalationRefused for a URL that cannot be parsed or an address that is refused."""
         assert target.webhook_url is not None
-        url = httpx.URL(target.webhook_url)
-        port = url.port or (443 if url.scheme == "https" else 80)
-        addresses = await _resolve(url.host, port)
+        where = await _destination(target.webhook_url)
         if not target.allow_private:
-            for address in addresses:  # every answer, so a mixed answer cannot slip through
-                check_public_address(address)
-        pinned = url.copy_with(host=addresses[0])
-        headers = {**target.headers, "Host": url.netloc.decode("ascii"),
+            for address in where.addresses:  # every answer: a mixed one cannot slip through
+                try:
+                    check_public_address(address)
+                except EscalationRefused as exc:
+                    if where.host == address:
+                        raise
+                    raise EscalationRefused(f"{where.host} is {address}: {exc}") from None
+        pinned = where.url.copy_with(host=where.addresses[0])
+        headers = {**target.headers, "Host": where.host_header,
                    "Content-Type": "application/json", "User-Agent": "promptui-escalation"}
         body = json.dumps(payload, default=str).encode()
         async with httpx.AsyncClient(transport=self._transport, follow_redirects=False,
                                      timeout=target.timeout, trust_env=False) as client:
             response = await client.post(pinned, content=body, headers=headers,
-                                         extensions={"sni_hostname": url.host})
+                                         extensions={"sni_hostname": where.server_name})
         return response.status_code

@@ -1,5 +1,6 @@
 """Secret scoping: values resolved at start, handed to tools on request, revoked on stop, and
-never written anywhere: any occurrence in text is replaced by ``[secret:name]`` first."""
+never written anywhere: any occurrence in text is replaced by ``[secret:name]`` first, and so
+is the start of one that a text cut short ends with."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from runtime_core.clock import Clock
 from runtime_core.governance.config import SecretScopeConfig
+from runtime_core.governance.redaction import hide_value
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -73,8 +75,7 @@ class SecretScope:
         if not self._seen or not text:
             return text
         for value in sorted(self._seen, key=len, reverse=True):  # longest first
-            if value in text:
-                text = text.replace(value, f"[secret:{self._seen[value]}]")
+            text = hide_value(text, value, f"[secret:{self._seen[value]}]")
         return text
 
     def redact_any(self, value: Any) -> Any:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
+
+#: A JSON-like value -> the same value with every secret in its texts hidden.
+RedactValue = Callable[[Any], Any]
 
 
 class RewindMode(str, Enum):
@@ -72,3 +76,23 @@ class RewindResult:
     applied_at: float
     context_state: dict[str, Any] = field(default_factory=dict)
     conversation: tuple[dict[str, Any], ...] = ()
+
+
+def redacted_plan(plan: RewindPlan, redact: RedactValue) -> RewindPlan:
+    """The plan with ``redact`` applied to every value it shows: the context before and after,
+    the dropped messages' first lines, the outside effects' arguments and results."""
+    return replace(
+        plan,
+        context_changes=tuple(replace(c, before=redact(c.before), after=redact(c.after))
+                              for c in plan.context_changes),
+        dropped_preview=tuple(redact(line) for line in plan.dropped_preview),
+        outside_effects=tuple(replace(e, args=redact(e.args), result=redact(e.result))
+                              for e in plan.outside_effects),
+        summary=redact(plan.summary))
+
+
+def redacted_result(result: RewindResult, redact: RedactValue) -> RewindResult:
+    """The result with its plan, context and conversation redacted."""
+    return replace(result, plan=redacted_plan(result.plan, redact),
+                   context_state=redact(result.context_state),
+                   conversation=tuple(redact(m) for m in result.conversation))

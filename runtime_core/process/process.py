@@ -54,7 +54,6 @@ from runtime_core.triggers.config import TriggerConfig
 
 S = ProcessState
 
-
 class AgentProcess:
     def __init__(self, name: str, config: ProcessConfig | dict[str, Any], *,
                  process_id: str | None = None, event_bus: EventBus | None = None,
@@ -357,11 +356,12 @@ class AgentProcess:
         entry and a checkpoint). Outside effects, memory, budget, mission and secrets stay."""
         return await self._rewinder.rewind(entry_id, mode, actor=actor)
 
-    async def fork(self, entry_id: str | int, new_name: str) -> AgentProcess:
-        """A new process (same configuration, ``new_name``) that starts from this one's state
-        just before ``entry_id``; its journal records where it came from. Not started."""
-        child: AgentProcess = await self._rewinder.fork(entry_id, new_name)
-        return child
+    async def fork(self, entry_id: str | int, new_name: str, *,
+                   with_triggers: bool = False) -> AgentProcess:
+        """A new process (same config, ``new_name``, not started) from this one's state just
+        before ``entry_id``, lineage journaled; this one's triggers only ``with_triggers``."""
+        return await self._rewinder.fork(entry_id, new_name,  # type: ignore[no-any-return]
+                                         with_triggers=with_triggers)
 
     # -- runs that wait for an operator (process/operator.py) ----------------------------------
     def waiting_runs(self) -> list[Run]:

@@ -1,6 +1,7 @@
 """Rewind and fork for one process: the process-side half of the rewind engine (suspend around
 it, restore context and conversation, append the rewind entry and a checkpoint; create a fork
-with its lineage). It sees the process through its shared state and two callbacks."""
+with its lineage, without the triggers unless asked, and nothing of it left when it fails).
+It sees the process through its shared state and two callbacks."""
 
 from __future__ import annotations
 
@@ -17,8 +18,16 @@ from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResul
 from runtime_core.lifecycle import ProcessState as S
 from runtime_core.process.core import ProcessCore
 from runtime_core.process.journaling import ProcessJournal
+from runtime_core.triggers.base import AcceptResult, TriggerEvent
+from runtime_core.triggers.config import TriggerConfig
+from runtime_core.triggers.registry import trigger_id_for
+from runtime_core.triggers.webhook import WebhookTrigger
 
 Transition = Callable[[str], Awaitable[None]]
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 class ProcessRewinder:
@@ -43,9 +52,12 @@ class ProcessRewinder:
                     ) -> tuple[RewindPlan, dict[str, Any], list[Message]]:
         core = self.core
         await journal.flush()  # plan what is committed
+        # The journal holds secrets redacted: compared so too, the plan neither shows a value
+        # nor lists a key as changed only because memory holds it unredacted.
+        shown = core.secrets.redact_any if core.secrets is not None else _as_is
         return await engine.plan(
-            core.name, entry_id, mode, current_context=core.context.state_snapshot(),
-            current_conversation=core.conversation.messages(),
+            core.name, entry_id, mode, current_context=shown(core.context.state_snapshot()),
+            current_conversation=shown(core.conversation.messages()),
             max_messages=core.config.context.conversation_max_messages,
             initial=core.config.context.initial_state)
 
@@ -87,8 +99,12 @@ class ProcessRewinder:
         return RewindResult(plan, entry.entry_id, time.time(), core.context.state_snapshot(),
                             tuple(core.conversation.messages()))
 
-    async def fork(self, entry_id: str | int, new_name: str) -> Any:
-        """The new process (not started); its journal records where it came from."""
+    async def fork(self, entry_id: str | int, new_name: str, *,
+                   with_triggers: bool = False) -> Any:
+        """The new process (not started); its journal records where it came from. It has none
+        of this process's triggers unless ``with_triggers`` (a copy would serve the same webhook
+        path or fire the same schedule twice); then a trigger that cannot be served (its address
+        or path taken) raises ForkConflict before anything is added or journaled."""
         core = self.core
         engine, journal = self._engine("fork")
         if core.host is None:
@@ -102,17 +118,53 @@ class ProcessRewinder:
                                               core.config.context.initial_state)
         conversation = await engine.conversation_before(
             core.name, target.seq, core.config.context.conversation_max_messages)
-        child = core.host.add_process(new_name, core.config.model_copy(deep=True),
-                                      tools=self._fork_tools, base_dir=core.base_dir,
-                                      model=self._fork_model)
-        child_journal = child.journal
-        if child_journal is None:
-            raise RuntimeError(f"the fork {new_name!r} has no journal")
-        await child_journal.append(JournalEntry(new_name, EntryType.FORKED, {
-            "from_process": core.name, "from_process_id": core.process_id,
-            "from_entry_id": target.entry_id, "context_state": context,
-            "conversation": conversation}, process_id=child.process_id))
-        await child_journal.checkpoint(new_name, {"context_state": context,
-                                                  "lifecycle_state": "stopped"},
-                                       process_id=child.process_id)
+        config = core.config.model_copy(deep=True)
+        if with_triggers:
+            await check_fork_triggers(config.triggers, new_name)
+        else:
+            config = config.model_copy(update={"triggers": []})
+        child = core.host.add_process(new_name, config, tools=self._fork_tools,
+                                      base_dir=core.base_dir, model=self._fork_model)
+        try:
+            child_journal = child.journal
+            if child_journal is None:
+                raise RuntimeError(f"the fork {new_name!r} has no journal")
+            await child_journal.append(JournalEntry(new_name, EntryType.FORKED, {
+                "from_process": core.name, "from_process_id": core.process_id,
+                "from_entry_id": target.entry_id, "context_state": context,
+                "conversation": conversation}, process_id=child.process_id))
+            await child_journal.checkpoint(new_name, {"context_state": context,
+                                                      "lifecycle_state": "stopped"},
+                                           process_id=child.process_id)
+        except BaseException:
+            await core.host.remove_process(new_name)  # no half-made fork in the runtime
+            raise
         return child
+
+
+class ForkConflict(ValueError):
+    """A trigger the fork was to take cannot be served: its webhook address or path is taken."""
+
+
+async def check_fork_triggers(configs: Iterable[TriggerConfig], new_name: str) -> None:
+    """Claim each webhook trigger's address and path as the fork's start would, then let go: a
+    clash found here leaves nothing behind, found at the start it would leave a half-made fork.
+    Port 0 is left out: it is an ephemeral server of its own, which cannot clash."""
+    for config in configs:
+        if config.type != "webhook" or config.webhook_port == 0:
+            continue
+        trigger_id = trigger_id_for(config)
+        probe = WebhookTrigger(trigger_id, config)
+        try:
+            await probe.start(_not_started)
+        except (ValueError, OSError) as exc:
+            raise ForkConflict(
+                f"the fork {new_name!r} cannot take trigger {trigger_id} (webhook "
+                f"{config.webhook_host}:{config.webhook_port}{config.webhook_path}): {exc}. "
+                "Fork without the triggers (the default), or give the fork its own address "
+                "with a trigger added after it starts") from None
+        await probe.stop()
+
+
+async def _not_started(event: TriggerEvent) -> tuple[AcceptResult, str]:
+    return AcceptResult.UNAVAILABLE, "the fork is not started yet"  # the sender gets 503

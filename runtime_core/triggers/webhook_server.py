@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 import socket
 import sys
@@ -28,6 +29,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from runtime_core.triggers.config import HEALTH_PATH
+from runtime_core.triggers.http_guard import ConnectionGuard
+from runtime_core.triggers.http_limits import WEBHOOK
 from runtime_core.triggers.http_origin import refusal
 from runtime_core.triggers.webhook_request import error_response
 
@@ -143,7 +146,12 @@ class SharedServer:
     async def _start(self) -> None:
         if self._after is not None:
             await asyncio.wait([self._after])
-        sock = await _listen_socket(self.host, self.port)
+        # The process's connection budget (shared with the control API), a header read
+        # timeout and keep-alive: idle clients cannot take the descriptors (http_limits).
+        guard = ConnectionGuard.for_server(WEBHOOK, json.dumps({
+            "status": "unavailable", "message": "the server holds the most open connections "
+            "it allows; try again shortly"}).encode())
+        sock = await _listen_socket(self.host, self.port, guard)
         config = uvicorn.Config(
             # log_level None and log_config None: uvicorn's loggers are shared with the host
             # (promptui serve logs through them), so their levels are the host's to set.
@@ -151,6 +159,7 @@ class SharedServer:
             log_config=None,
             access_log=False, server_header=False, ws="none",
             timeout_graceful_shutdown=_GRACEFUL_STOP_SECONDS,
+            http=guard.protocol(), timeout_keep_alive=guard.limits.keep_alive_timeout,
         )
         server = _EmbeddedServer(config)
         logging.getLogger("uvicorn.error").addFilter(_QUIET)  # once: addFilter keeps one
@@ -211,12 +220,12 @@ _SERVERS: dict[_Address, SharedServer] = {}
 _CLOSING: dict[_Address, asyncio.Task[None]] = {}
 
 
-async def _listen_socket(host: str, port: int) -> socket.socket:
+async def _listen_socket(host: str, port: int, guard: ConnectionGuard) -> socket.socket:
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
     family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
+    sock = guard.listener(family, kind, proto)  # refuses over the budget in accept()
     try:
         if sys.platform != "win32":  # on Windows SO_REUSEADDR would allow stealing the port
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -20,6 +20,7 @@ from runtime_core.governance.escalation import (
     EscalationTarget,
     Escalator,
     check_public_address,
+    ip_literal,
 )
 from tests.conftest import record, wait_for
 
@@ -61,6 +62,8 @@ async def receiver() -> AsyncIterator[Receiver]:
     "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1",
     "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "fe80::1", "fc00::1", "ff02::1",
     "::ffff:127.0.0.1", "::ffff:10.0.0.1", "2002:7f00:1::1", "::",
+    "192.0.0.1", "192.0.0.8", "192.0.0.9", "192.0.0.170", "192.0.0.255",  # 192.0.0.0/24
+    "192.88.99.1", "3fff::1", "fec0::1", "64:ff9b::7f00:1",
 ])
 def test_non_public_addresses_are_refused(address: str) -> None:
     with pytest.raises(EscalationRefused, match="allow_private"):
@@ -70,6 +73,51 @@ def test_non_public_addresses_are_refused(address: str) -> None:
 @pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111"])
 def test_public_addresses_pass(address: str) -> None:
     check_public_address(address)
+
+
+@pytest.mark.parametrize(("host", "address"), [
+    ("0177.0.0.1", "127.0.0.1"), ("0x7f.1", "127.0.0.1"), ("2130706433", "127.0.0.1"),
+    ("127.1", "127.0.0.1"), ("0x7f000001", "127.0.0.1"), ("0x7F.0.0.0x1", "127.0.0.1"),
+    ("012.0.0.1", "10.0.0.1"), ("10.1", "10.0.0.1"), ("169.254.43518", "169.254.169.254"),
+    ("127.0.0.1.", "127.0.0.1"), ("1.0x10000", "1.1.0.0"), ("::ffff:127.0.0.1", "::ffff:7f00:1"),
+])
+def test_odd_ipv4_spellings_are_read_as_a_resolver_reads_them(host: str, address: str) -> None:
+    assert str(ip_literal(host)) == address
+
+
+@pytest.mark.parametrize("host", ["999.1.1.1", "1.2.3.4.5", "08.0.0.1", "256.0.0.1",
+                                  "1.16777216", "example.123", "0xg.1"])
+def test_a_number_that_is_no_ipv4_address_is_refused(host: str) -> None:
+    with pytest.raises(EscalationRefused, match="not a valid IPv4 address"):
+        ip_literal(host)
+
+
+@pytest.mark.parametrize("host", ["example.com", "hooks.example.com.", "a1.example"])
+def test_names_are_left_to_the_resolver(host: str) -> None:
+    assert ip_literal(host) is None
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("https://0177.0.0.1/alerts", "0177.0.0.1 is 127.0.0.1: 127.0.0.1 is not a public address"),
+    ("https://0x7f.1/", "0x7f.1 is 127.0.0.1"),
+    ("https://2130706433/", "2130706433 is 127.0.0.1"),
+    ("https://127.1/", "127.1 is 127.0.0.1"),
+    ("https://012.1/", "012.1 is 10.0.0.1"),
+    ("https://192.0.0.8/", "192.0.0.8 is not a public address"),
+    ("https://[::ffff:7f00:1]/", "127.0.0.1 is not a public address"),
+    ("https://999.1.1.1/", "'999.1.1.1' is not a valid IPv4 address"),
+    ("https://1.2.3.4.5/", "'1.2.3.4.5' is not a valid IPv4 address"),
+    ("https://hooks.example:99999/", "cannot be parsed"),
+    ("https://xn--/", "cannot be parsed"),
+])
+async def test_every_refused_url_is_an_outcome_and_a_log_line_never_an_exception(
+        url: str, says: str, caplog: pytest.LogCaptureFixture) -> None:
+    outcome = await Escalator(None, source="p").escalate(EscalationTarget(webhook_url=url),
+                                                         {"type": "x"})
+    assert not outcome.delivered and outcome.webhook_status is None
+    assert outcome.error.startswith("webhook refused: ") and says in outcome.error, outcome
+    [line] = [r for r in caplog.records if r.name == escalation_module.log.name]
+    assert line.levelname == "ERROR" and says in line.getMessage()
 
 
 def test_target_validation_names_the_fix() -> None:
@@ -197,5 +245,19 @@ async def test_a_refused_escalation_is_announced_and_the_process_still_pauses(
     assert process.state is ProcessState.SUSPENDED
     sent = next(e for e in events if e.kind == "escalation.sent").to_dict()
     assert "not a public address" in sent["error"] and sent["webhook_status"] is None
+    assert receiver.requests == []
+    await process.close()
+
+
+async def test_an_odd_spelling_of_loopback_is_announced_as_refused(receiver: Receiver) -> None:
+    """https://0177.0.0.1/ raised InvalidURL out of the escalation: no event was announced."""
+    process = stuck_process({"webhook_url": f"https://0177.0.0.1:{receiver.port}/alerts"})
+    events = record(process)
+    await process.start()
+    await process.inject(TriggerEvent("t", "manual", {}))
+    await wait_for(lambda: any(e.kind == "escalation.sent" for e in events))
+    assert process.state is ProcessState.SUSPENDED
+    sent = next(e for e in events if e.kind == "escalation.sent").to_dict()
+    assert "0177.0.0.1 is 127.0.0.1" in sent["error"] and sent["webhook_status"] is None
     assert receiver.requests == []
     await process.close()
