@@ -6,11 +6,16 @@ The parts' configs are importable from here too, as they always were."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator
 
-from runtime_core.agent.config import ModelSetting, ToolDeclaration
+from runtime_core.agent.config import (
+    ModelSetting,
+    ProcessModelSetting,
+    ToolDeclaration,
+    is_model_object,
+)
 from runtime_core.agent.mcp_config import ServerConfig, normalise_server_entries
 from runtime_core.agent.script import check_model_setting
 from runtime_core.context import ContextConfig
@@ -67,7 +72,7 @@ __all__ = [
 
 
 class ProcessConfig(StrictModel):
-    model: ModelSetting = "echo"
+    model: ProcessModelSetting = "echo"  # a declarative setting, or (from Python) a model object
     instructions: str | None = None
     tools: list[str | ToolDeclaration] = Field(default_factory=list)
     allowed_tools: list[str] | None = None
@@ -103,8 +108,16 @@ class ProcessConfig(StrictModel):
 
     @field_validator("model")
     @classmethod
-    def _check_model(cls, value: ModelSetting) -> ModelSetting:
+    def _check_model(cls, value: ProcessModelSetting) -> ProcessModelSetting:
         return check_model_setting(value)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        """A model object is shared by the copies (a fork runs the same object, as with
+        ``AgentProcess(model=...)``): it may hold connections that cannot be copied."""
+        memo = {} if memo is None else memo
+        if is_model_object(self.model):
+            memo.setdefault(id(self.model), self.model)
+        return super().__deepcopy__(memo)
 
     @field_validator("servers", mode="before")
     @classmethod

@@ -13,9 +13,16 @@ from runtime_core.agent.tools import Tool, ToolError, load_tool, tool
 from runtime_core.lifecycle import config_field
 
 
-def build_model(setting: ModelSetting, *, base_dir: Path | None = None) -> Model:
+def build_model(setting: ModelSetting | Model, *, base_dir: Path | None = None) -> Model:
+    if not isinstance(setting, str | ScriptedModelSpec | RemoteModelSpec):
+        return setting  # ProcessConfig(model=obj): used as AgentProcess(model=obj) uses it
     if isinstance(setting, ScriptedModelSpec):
         return ScriptedModel(setting)
+    if isinstance(setting, RemoteModelSpec) and setting.provider == "anthropic":
+        from runtime_core.agent.anthropic import AnthropicModel
+        from runtime_core.agent.anthropic import settings_from_spec as anthropic_spec
+
+        return AnthropicModel(anthropic_spec(setting))
     if isinstance(setting, RemoteModelSpec):
         from runtime_core.agent.openai_compat import OpenAICompatibleModel, settings_from_spec
 
@@ -32,6 +39,11 @@ def build_model(setting: ModelSetting, *, base_dir: Path | None = None) -> Model
         from runtime_core.agent.openai_compat import OpenAICompatibleModel, settings_for
 
         return OpenAICompatibleModel(settings_for(setting))
+    if provider == "anthropic":
+        from runtime_core.agent.anthropic import AnthropicModel
+        from runtime_core.agent.anthropic import settings_for as anthropic_settings
+
+        return AnthropicModel(anthropic_settings(setting))
     raise ValueError(f"unknown model {setting!r}")  # the config validator already refuses these
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -70,35 +70,49 @@ class ScriptedModelSpec(_Strict):
 
 
 class RemoteModelSpec(_Strict):
-    """The mapping form of an OpenAI-compatible model (vLLM, llama.cpp servers, a proxy...)."""
+    """The mapping form of a remote model: an OpenAI-compatible one (vLLM, llama.cpp servers,
+    a proxy...) or Anthropic's Messages API."""
 
-    provider: Literal["openai", "ollama"]
+    provider: Literal["openai", "ollama", "anthropic"]
     name: Annotated[str, Field(min_length=1)]
-    base_url: str | None = None  # default: OPENAI_BASE_URL / OLLAMA_HOST or the public API
-    api_key_env: str | None = None  # default: OPENAI_API_KEY for OpenAI's own API, else none
+    # default: OPENAI_BASE_URL / OLLAMA_HOST / ANTHROPIC_BASE_URL, or the public API
+    base_url: str | None = None
+    # default: OPENAI_API_KEY for OpenAI's own API (none for your own server), ANTHROPIC_API_KEY
+    api_key_env: str | None = None
     timeout: Annotated[float, Field(gt=0, le=600)] = 60.0
     max_retries: Annotated[int, Field(ge=0, le=10)] = 3
+    # anthropic only (the API requires it): the longest reply, in tokens; default 4096
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
 
     @model_validator(mode="after")
     def _url_shape(self) -> RemoteModelSpec:
         if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url {self.base_url!r} must start with http:// or https://")
+        if self.max_tokens is not None and self.provider != "anthropic":
+            # never silently ignored: the OpenAI-compatible adapter does not send it
+            raise ValueError(f"max_tokens applies to provider anthropic, not {self.provider}")
         return self
 
 
+#: The providers of the string form ``<provider>:<model>`` that reach a remote model.
+REMOTE_PROVIDERS = ("openai", "ollama", "anthropic")
+
+_Setting = TypeVar("_Setting")
+
 MODEL_STRING_HELP = (
     "use 'echo' (offline, replies with a summary of the event), "
-    "'scripted:<path to a YAML script>', 'openai:<model>' (OPENAI_API_KEY, OPENAI_BASE_URL) "
-    "or 'ollama:<model>' (OLLAMA_HOST)"
+    "'scripted:<path to a YAML script>', 'openai:<model>' (OPENAI_API_KEY, OPENAI_BASE_URL), "
+    "'ollama:<model>' (OLLAMA_HOST) or 'anthropic:<model>' (ANTHROPIC_API_KEY, "
+    "ANTHROPIC_BASE_URL)"
 )
 
 
-def check_model_setting(value: str | ScriptedModelSpec | RemoteModelSpec
-                        ) -> str | ScriptedModelSpec | RemoteModelSpec:
-    """Refuse a model string no adapter can build (a ValueError names the choices)."""
+def check_model_setting(value: _Setting) -> _Setting:
+    """Refuse a model string no adapter can build (a ValueError names the choices); any other
+    setting (a mapping's spec, a model object) is returned as is."""
     if isinstance(value, str):
         provider, sep, rest = value.partition(":")
-        if value == "echo" or (provider in ("scripted", "openai", "ollama") and sep
+        if value == "echo" or (provider in (*REMOTE_PROVIDERS, "scripted") and sep
                                 and rest.strip()):
             return value
         raise ValueError(f"unknown model {value!r}: {MODEL_STRING_HELP}")

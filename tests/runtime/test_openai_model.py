@@ -144,7 +144,7 @@ async def test_a_failing_model_fails_the_run_with_reason_model(
 def test_model_strings_are_checked() -> None:
     assert ProcessConfig(model="ollama:llama3.1").model == "ollama:llama3.1"
     with pytest.raises(ValueError, match="'openai:<model>'"):
-        ProcessConfig(model="anthropic:claude")
+        ProcessConfig(model="mistral:large")
 
 
 async def test_the_mapping_form_from_a_manifest(server: FakeServer, tmp_path: Any,
