@@ -104,6 +104,7 @@ DETAIL_ACTIONS = (
     ActionSpec("detail.open_run", "enter", "open_run", "Open run"),
     ActionSpec("detail.view", "v", "view", "View whole"),
     ActionSpec("detail.timeline", "w", "timeline", "Timeline", show=False),
+    ActionSpec("detail.save_manifest", "m", "save_manifest", "Save as manifest"),
 )
 # Enter on a waiting run reconciles it (or answers its evidence): the mutating half of open_run,
 # gated on its own so a read-only room still shows the run's steps.

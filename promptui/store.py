@@ -87,6 +87,8 @@ def describe(event: RuntimeEvent) -> str:
     if kind == "event.dead_lettered":
         return f"dead letter {get('event_id')[:8]}: {get('reason')}"
     if kind == "run.waiting":
+        if get("reason") == "elicitation":  # the tool call is open: somebody must answer
+            return f"run {get('run_id')[:8]} asks the operator: {get('tool')} (enter: answer)"
         return f"run {get('run_id')[:8]} waits: {get('reason')}"
     if kind == "journal.damaged":
         return f"journal damaged: {get('reason')}"
@@ -105,6 +107,8 @@ def describe(event: RuntimeEvent) -> str:
     if kind == "incident.changed":
         return (f"incident {get('incident_id')[:8]} {get('action')} (generation "
                 f"{get('generation')}): {str(get('fingerprint'))[:80]}")
+    if kind == "mcp.log":
+        return f"{get('server')} [{get('level')}] {get('text')}"
     if kind == "escalation.sent":
         return (f"escalation {get('reason')} via {get('channels')}: "
                 + (get("error") or "delivered"))
@@ -118,7 +122,30 @@ TAIL_PER_TICK = 400  # the live tail shows every event up to this many a tick, t
 TAIL_KINDS = frozenset({"run.queued", "run.started", "run.step", "run.finished", "run.waiting",
                         "event.dead_lettered", "process.state", "process.recovered",
                         "process.draining", "journal.fault", "health.anomaly",
-                        "budget.exceeded", "incident.changed", "escalation.sent"})
+                        "budget.exceeded", "incident.changed", "escalation.sent", "mcp.log"})
+# What the activity log shows (server logs come rate-limited by the runtime).
+ACTIVITY_KINDS = frozenset({"run.started", "run.finished", "process.recovered", "mcp.log"})
+PROGRESS_KEPT = 500  # running tool calls whose progress is remembered
+PROGRESS_KINDS = frozenset({"tool.progress", "run.step", "run.finished", "run.waiting"})
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressLine:
+    """The latest progress of a running tool call (a ``tool.progress`` event)."""
+
+    process: str
+    run_id: str
+    step: int
+    tool: str
+    progress: float
+    total: float | None
+    message: str
+
+    @property
+    def fraction(self) -> float | None:
+        if self.total is None or self.total <= 0:
+            return None
+        return max(0.0, min(1.0, self.progress / self.total))
 
 
 def tail_text(event: RuntimeEvent) -> str:
@@ -180,6 +207,7 @@ class UIStore:
         self.events_per_second = 0.0
         self.dropped = 0
         self.incident_changes = 0  # incident events seen: the incidents screen re-reads on news
+        self.progress: dict[str, ProgressLine] = {}  # run id -> its running tool's progress
         self._window: deque[tuple[float, int]] = deque(maxlen=20)  # (time, events) per tick
 
     def ingest(self, events: list[RuntimeEvent], now: float,
@@ -212,12 +240,15 @@ class UIStore:
                                 describe(event), _run_of(event))
                 feed.append(line)
                 self.feed.append(line)
-            if event.kind in ("run.started", "run.finished", "process.recovered"):
+            if event.kind in ACTIVITY_KINDS:
                 activity_events.append(event)
+            if event.kind in PROGRESS_KINDS:
+                self._progress(event)
         skipped = len(activity_events) - ACTIVITY_PER_TICK
         if skipped > 0:
             activity.append(ActivityLine(now, "", "summary",
-                                         f"… {skipped} more runs started or finished this tick"))
+                                         f"… {skipped} more lines this tick (runs started or "
+                                         "finished, server logs)"))
             activity_events = activity_events[-ACTIVITY_PER_TICK:]
         activity.extend(ActivityLine(e.timestamp, e.process, e.kind, describe(e), _run_of(e))
                         for e in activity_events)
@@ -234,6 +265,26 @@ class UIStore:
             rate = per_process.get(name, 0) / max(elapsed, 1e-6)
             self.rate_history.setdefault(name, deque(maxlen=HISTORY_POINTS)).append(rate)
         return feed, activity
+
+    def _progress(self, event: RuntimeEvent) -> None:
+        """Keep the latest progress of each running tool call; the step's end clears it."""
+        run_id = _run_of(event)
+        if event.kind == "tool.progress":
+            get = event.__getattribute__
+            self.progress.pop(run_id, None)  # re-inserted last: the oldest go first
+            self.progress[run_id] = ProgressLine(
+                event.process, run_id, int(get("step")), str(get("tool")),
+                float(get("progress")), get("total"), str(get("message") or ""))
+            while len(self.progress) > PROGRESS_KEPT:
+                del self.progress[next(iter(self.progress))]
+            return
+        shown = self.progress.get(run_id)
+        if shown is not None and (event.kind != "run.step" or
+                                  int(getattr(event, "step", 0)) >= shown.step):
+            del self.progress[run_id]
+
+    def progress_of(self, process: str) -> dict[str, ProgressLine]:
+        return {k: v for k, v in self.progress.items() if v.process == process}
 
     def update_processes(self, summaries: list[ProcessSummary]) -> set[str]:
         """Replace the rows; returns the names whose row changed (added ones included)."""

@@ -7,6 +7,7 @@ from .agent.model import ToolCall as ToolCall
 from .agent.model import ToolSpec as ToolSpec
 from .agent.scripted import EchoModel as EchoModel
 from .agent.scripted import ScriptedModel as ScriptedModel
+from .agent.tools import OutcomeUnknown as OutcomeUnknown
 from .agent.tools import Tool as Tool
 from .agent.tools import ToolContext as ToolContext
 from .agent.tools import tool as tool
@@ -22,9 +23,11 @@ from .context import ConversationBuffer as ConversationBuffer
 from .control.remote import OrchestrationClient as OrchestrationClient
 from .delivery.config import TriggerDeliveryConfig as TriggerDeliveryConfig
 from .delivery.dead_letters import DeadLetterReason as DeadLetterReason
+from .errors import RuntimeBaseError as RuntimeBaseError
 from .events import EventNotifier as EventNotifier
 from .events import RuntimeEvent as RuntimeEvent
 from .events import Subscription as Subscription
+from .governance.budget import BudgetExceededError as BudgetExceededError
 from .governance.config import BudgetConfig as BudgetConfig
 from .governance.config import EscalationTarget as EscalationTarget
 from .governance.config import HealthConfig as HealthConfig
@@ -52,7 +55,12 @@ from .journal.rewind_plan import RewindResult as RewindResult
 from .journal.sqlite import SQLiteJournal as SQLiteJournal
 from .lifecycle import ProcessLifecycle as ProcessLifecycle
 from .lifecycle import ProcessState as ProcessState
+from .lifecycle import ProcessStateError as ProcessStateError
 from .lifecycle import StateError as StateError
+from .manifest import manifest_to_process_config as manifest_to_process_config
+from .manifest import save_manifest as save_manifest
+from .manifest_yaml import ManifestError as ManifestError
+from .manifest_yaml import ManifestValidationError as ManifestValidationError
 from .memory.config import MemoryConfig as MemoryConfig
 from .process import AgentProcess as AgentProcess
 from .runs.completion import CompletionEvidence as CompletionEvidence
@@ -66,3 +74,6 @@ from .runs.run import RunState as RunState
 from .runtime import AgentRuntime as AgentRuntime
 from .triggers.base import TriggerEvent as TriggerEvent
 from .triggers.config import TriggerConfig as TriggerConfig
+from .triggers.custom import register_trigger_type as register_trigger_type
+from .triggers.custom import registered_trigger_types as registered_trigger_types
+from .triggers.custom import unregister_trigger_type as unregister_trigger_type

@@ -153,6 +153,33 @@ class RunStep(RuntimeEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolProgress(RuntimeEvent):
+    """How far a running tool call is (an MCP server's progress notification, or a Python
+    tool's ``ctx.progress``); ``total`` is None when the server does not know it."""
+
+    kind: ClassVar[str] = "tool.progress"
+    severity: ClassVar[Severity] = "debug"
+    run_id: str
+    step: int
+    tool: str
+    progress: float
+    total: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpServerLog(RuntimeEvent):
+    """A log message an MCP server sent (``notifications/message``), rate-limited per server:
+    past the limit one line says how many were left out."""
+
+    kind: ClassVar[str] = "mcp.log"
+    server: str
+    level: str  # the server's: debug, info, notice, warning, error, critical, alert, emergency
+    text: str
+    logger: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinished(RuntimeEvent):
     kind: ClassVar[str] = "run.finished"
     run_id: str

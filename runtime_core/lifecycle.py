@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_core.errors import RuntimeBaseError
+
 log = logging.getLogger(__name__)
 
 
@@ -42,8 +44,11 @@ VALID_TRANSITIONS: dict[ProcessState, frozenset[ProcessState]] = {
 ACTIVE_STATES = frozenset({S.STARTING, S.RUNNING, S.SUSPENDED})
 
 
-class StateError(ValueError):
-    """A lifecycle transition or a method call that the current state does not allow."""
+class StateError(ValueError, RuntimeBaseError):
+    """A lifecycle transition or a method call that the current state does not allow.
+
+    Also known by the reference runtime's name, ``ProcessStateError`` (with its attributes
+    ``current_state`` and ``attempted_state``)."""
 
     def __init__(self, current: ProcessState, target: ProcessState | str, detail: str = "") -> None:
         self.current = current
@@ -57,6 +62,18 @@ class StateError(ValueError):
         if detail:
             message = f"{detail}: {message}"
         super().__init__(message)
+
+    @property
+    def current_state(self) -> str:
+        return self.current.value
+
+    @property
+    def attempted_state(self) -> str:
+        return self.target.value if isinstance(self.target, ProcessState) else str(self.target)
+
+
+#: The reference runtime's name for the error a state that does not allow a call raises.
+ProcessStateError = StateError
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,12 @@ imports, script files, watch paths, ports) is checked by manifest_checks for ``v
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from runtime_core.agent.mcp_config import (
@@ -25,14 +27,20 @@ from runtime_core.agent.mcp_config import (
     normalise_server_entries,
 )
 from runtime_core.config import ProcessConfig
+from runtime_core.governance.redaction import is_reference
 from runtime_core.manifest_checks import IMPORT_TIMEOUT as IMPORT_TIMEOUT
 from runtime_core.manifest_checks import StartReport as StartReport
 from runtime_core.manifest_checks import check_start as check_start
+from runtime_core.manifest_compat import porting_notes
 from runtime_core.manifest_env import ENV_PATTERN as ENV_PATTERN
 from runtime_core.manifest_env import MANIFEST_DIR_VARIABLE as MANIFEST_DIR_VARIABLE
 from runtime_core.manifest_env import substitute_env
 from runtime_core.manifest_errors import FIELD_SOURCES as FIELD_SOURCES
 from runtime_core.manifest_errors import validation_problems
+from runtime_core.manifest_plugins import import_plugins
+from runtime_core.manifest_save import manifest_data as manifest_data
+from runtime_core.manifest_save import manifest_text as manifest_text
+from runtime_core.manifest_save import save_manifest as save_manifest
 from runtime_core.manifest_yaml import MAX_BYTES as MAX_BYTES
 from runtime_core.manifest_yaml import MAX_DEPTH as MAX_DEPTH
 from runtime_core.manifest_yaml import MAX_NODES as MAX_NODES
@@ -66,6 +74,8 @@ MANIFEST_KEYS: dict[str, str] = {
     "memory": "long-term memory: {provider: in_memory|sqlite, path, auto_inject, ...}",
     "incidents": "incidents from webhook/event fingerprints: {fingerprint, reopen_window, ...}",
     "drain_timeout": "seconds a stop lets the runs in flight finish before cancelling them",
+    "plugins": "modules imported first (beside the manifest), e.g. to register trigger types",
+    "context": "context settings: writable_keys, conversation_max_messages... (config.context)",
 }
 NOT_YET_APPLIED: tuple[str, ...] = ()
 
@@ -78,6 +88,9 @@ class Manifest:
     base_dir: Path
     warnings: list[str] = field(default_factory=list)
     positions: Positions = field(default_factory=Positions)  # where each field was written
+    #: How promptui reads what a manifest written for the reference runtime says (its field
+    #: spellings, a journal folder...): ``file:line:col: path: note`` lines, never errors.
+    notes: list[str] = field(default_factory=list)
 
 
 def parse_manifest(text: str, path: Path) -> Manifest:
@@ -97,6 +110,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
         problem((), "a manifest is a mapping of keys such as name, model and triggers")
         raise ManifestError(problems)
     env_errors: list[tuple[tuple[Any, ...], str]] = []
+    written = data  # before substitution: where the webhook secrets' references are
     data = substitute_env(data, (), env_errors, str(path.parent.resolve()))
     for where, message in env_errors:
         problem(where, message)
@@ -124,6 +138,12 @@ def parse_manifest(text: str, path: Path) -> Manifest:
         "level": "checkpoint"}
     if "world" in data:
         raw["context"] = {"initial_state": data["world"]}
+    top_context = data.get("context")  # the reference runtime's place for context settings
+    if isinstance(top_context, dict):
+        raw.setdefault("context", {}).update(top_context)
+    elif top_context is not None:
+        problem(("context",), "context is a mapping of context settings (writable_keys, "
+                              "conversation_max_messages, ...)")
     overrides = data.get("config") or {}
     if not isinstance(overrides, dict):
         problem(("config",), "config is a mapping of ProcessConfig fields")
@@ -135,12 +155,18 @@ def parse_manifest(text: str, path: Path) -> Manifest:
             raw.setdefault("context", {}).update(value)
         else:
             raw[key] = value
+    # before the triggers are checked: a plugin registers the custom trigger types they name
+    import_plugins(data.get("plugins"), path.parent, lambda where, message: problem(
+        where, message))
     config: ProcessConfig | None = None
     try:
         # strict_keys: an unknown key in a governance section is an error in a manifest
         config = ProcessConfig.model_validate(raw, context={"strict_keys": True})
     except ValidationError as exc:
         for where, message, at_key in validation_problems(exc, raw, overrides):
+            if where[:2] == ("config", "context") and isinstance(top_context, dict) and \
+                    len(where) > 2 and where[2] in top_context:
+                where = ("context", *where[2:])  # written at the top level
             problem(where, message, key=at_key)
     for server_name, server in _usable_entries(config, raw.get("servers")).items():
         try:
@@ -154,7 +180,27 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     if problems:
         raise ManifestError(problems)
     assert config is not None and isinstance(name, str)
-    return Manifest(name, config, path, path.parent, warnings, positions)
+    notes: list[str] = []
+
+    def note(where: tuple[Any, ...], message: str, at_key: bool) -> None:
+        line, column = positions.find(where, key=at_key)
+        notes.append(str(ManifestProblem(file, line, column, dotted(where), message)))
+
+    porting_notes(data, config, note)
+    _keep_secret_references(written, config)
+    return Manifest(name, config, path, path.parent, warnings, positions, notes)
+
+
+def _keep_secret_references(written: dict[str, Any], config: ProcessConfig) -> None:
+    """Each webhook trigger remembers the ``${VAR}`` text its hmac_secret was written as."""
+    triggers = written.get("triggers")
+    if not isinstance(triggers, list) or len(triggers) != len(config.triggers):
+        return
+    for raw, trigger in zip(triggers, config.triggers, strict=True):
+        secret = raw.get("hmac_secret") if isinstance(raw, dict) else None
+        texts = secret if isinstance(secret, list) else [secret]
+        if secret is not None and all(isinstance(t, str) and is_reference(t) for t in texts):
+            trigger.remember_secret_references([str(t) for t in texts])
 
 
 def _usable_entries(config: ProcessConfig | None, raw: Any
@@ -175,6 +221,16 @@ def _usable_entries(config: ProcessConfig | None, raw: Any
         except ValidationError:
             continue  # already reported with the rest of the config
     return entries
+
+
+def manifest_to_process_config(data: Mapping[str, Any] | Manifest, *,
+                               base_dir: str | Path = ".") -> ProcessConfig:
+    """A manifest's mapping (as YAML reads it; a Manifest: its config) -> its ProcessConfig,
+    checked as a file is (plugins imported from ``base_dir``); ManifestError otherwise."""
+    if isinstance(data, Manifest):
+        return data.config
+    text = yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True)
+    return parse_manifest(text, Path(base_dir) / "<manifest>.agent").config
 
 
 def load_manifest(path: str | Path) -> Manifest:

@@ -55,10 +55,32 @@ def validation_problems(exc: ValidationError, raw: dict[str, Any],
             loc = (*prefix, *loc[branch + 1:])
         if len(loc) > 2 and loc[0] == "servers" and loc[2] in ("stdio", "http"):
             loc = (*loc[:2], *loc[3:])  # the union's tag is not a key the author wrote
+        loc = _as_written(loc, raw)
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = f"unknown key {loc[-1]!r}" + _valid_keys_hint(loc, raw)
         yield _manifest_path(loc, overrides), message, error["type"] == "extra_forbidden"
+
+
+def _as_written(loc: tuple[Any, ...], raw: dict[str, Any]) -> tuple[Any, ...]:
+    """A trigger's or memory's field path under the spelling the author wrote
+    (``watch_patterns`` for ``patterns``: the reference runtime's names are accepted)."""
+    from runtime_core.memory.config import MEMORY_ALIASES
+    from runtime_core.triggers.config import TRIGGER_ALIASES
+
+    if len(loc) >= 3 and loc[0] == "triggers" and isinstance(loc[1], int):
+        at, aliases = 2, TRIGGER_ALIASES
+    elif len(loc) >= 2 and loc[0] == "memory":
+        at, aliases = 1, MEMORY_ALIASES
+    else:
+        return loc
+    section = _lookup(raw, loc[:at])
+    if not isinstance(section, dict) or loc[at] in section:
+        return loc
+    for alias, canonical in aliases.items():
+        if canonical == loc[at] and alias in section:
+            return (*loc[:at], alias, *loc[at + 1:])
+    return loc
 
 
 def _branch_name(part: Any) -> str | None:
@@ -102,6 +124,7 @@ def _manifest_path(loc: tuple[Any, ...], overrides: dict[str, Any]) -> tuple[Any
 
 def _valid_keys_hint(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
     from runtime_core.triggers.config import TRIGGER_FIELDS, TriggerConfig
+    from runtime_core.triggers.custom import custom_trigger_type
 
     if len(loc) == 3 and loc[0] == "servers":
         from runtime_core.agent.mcp_config import HttpServerConfig, StdioServerConfig
@@ -119,6 +142,8 @@ def _valid_keys_hint(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
         if kind in TRIGGER_FIELDS:
             fields = ["type", "filter_expression", *TRIGGER_FIELDS[kind]]
             return f"; a '{kind}' trigger takes: {', '.join(fields)}"
+        if isinstance(kind, str) and custom_trigger_type(kind) is not None:
+            return f"; a custom '{kind}' trigger takes: type, filter_expression, custom_config"
     if len(loc) == 2 and loc[0] == "model" and isinstance(raw.get("model"), dict):
         from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec
 

@@ -21,6 +21,8 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from runtime_core.errors import RuntimeBaseError
+
 #: A manifest larger than this is refused before it is parsed.
 MAX_BYTES = 1_048_576
 #: Nodes in the document once every alias is counted as the nodes it stands for.
@@ -48,12 +50,30 @@ class ManifestProblem:
         return f"{self.file}:{self.line}:{self.column}: {self.path or '(top)'}: {message}"
 
 
-class ManifestError(ValueError):
-    """One or more manifests are invalid; ``problems`` lists each with its place."""
+class ManifestError(ValueError, RuntimeBaseError):
+    """One or more manifests are invalid; ``problems`` lists each with its place.
+
+    Also known by the reference runtime's name, ``ManifestValidationError`` (with its
+    attributes ``errors`` and ``file_path``)."""
 
     def __init__(self, problems: list[ManifestProblem]) -> None:
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        """Each problem as a mapping: ``file``, ``line``, ``column``, ``loc``, ``msg``."""
+        return [{"file": p.file, "line": p.line, "column": p.column, "loc": p.path,
+                 "msg": p.message} for p in self.problems]
+
+    @property
+    def file_path(self) -> str | None:
+        """The (first) file the problems are in."""
+        return self.problems[0].file if self.problems else None
+
+
+#: The reference runtime's name for a manifest that does not validate.
+ManifestValidationError = ManifestError
 
 
 def dotted(parts: Iterable[Any]) -> str:

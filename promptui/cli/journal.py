@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
+from promptui.cli.journal_import import journal_import
 from promptui.cli.options import (
     JOURNAL_OPTION,
     NAME_ARGUMENT,
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 FOLLOW_SECONDS = 0.5
 PAGE = 1000
 
-journal_app = Typer(help="Export and verify a journal file.", no_args_is_help=True)
+journal_app = Typer(help="Export, verify and import journals.", no_args_is_help=True)
+journal_app.command("import")(journal_import)
 
 
 def format_entry(entry: JournalEntry, width: int = 100) -> str:

@@ -7,13 +7,16 @@ from __future__ import annotations
 import typer
 
 from promptui import __version__
+from promptui.cli.answer import answer
 from promptui.cli.headless import demo, run
 from promptui.cli.incidents import incidents
 from promptui.cli.journal import journal_app, logs
 from promptui.cli.locate import locate
+from promptui.cli.manifest_cmd import manifest
 from promptui.cli.manifests import init, validate
 from promptui.cli.options import console
 from promptui.cli.plain_help import Typer
+from promptui.cli.reconcile import reconcile
 from promptui.cli.remote import dead_letters, restart, resume, start, status, stop, suspend
 from promptui.cli.rewind import fork, rewind
 from promptui.cli.serve import serve
@@ -27,6 +30,7 @@ app = Typer(
 app.command("logs")(logs)
 app.command("locate")(locate)
 app.command("validate")(validate)
+app.command("manifest")(manifest)
 app.command("init")(init)
 app.command("ui")(ui)
 app.command("attach")(attach)
@@ -41,6 +45,8 @@ app.command("suspend")(suspend)
 app.command("resume")(resume)
 app.command("restart")(restart)
 app.command("dead-letters")(dead_letters)
+app.command("answer")(answer)
+app.command("reconcile")(reconcile)
 app.add_typer(journal_app, name="journal")
 
 

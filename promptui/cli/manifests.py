@@ -124,6 +124,8 @@ def validate(
             out.print(f"[green]ok[/green] {escape(manifest.name)} ({escape(str(manifest.path))})")
         for warning in manifest.warnings:
             out.print(f"[yellow]warning[/yellow] {escape(warning)}")
+        for note in manifest.notes:  # how a reference-runtime manifest is read here
+            out.print(f"[cyan]note[/cyan] {escape(note)}")
         for problem in report.warnings:
             out.print(f"[yellow]warning[/yellow] {escape(str(problem))}")
         if connect and manifest.config.servers:
@@ -150,7 +152,21 @@ def _probe(servers: Any, base_dir: Path) -> int:
             f"{t['name']} ({t['effect']}{', idempotent' if t.get('idempotent') else ''})"
             for t in row["tools"]) or "no tools"
         out.print(f"  [green]connected[/green] {name} ({row['type']}): {escape(tools)}")
+        _probe_extras(row)
     return failed
+
+
+def _probe_extras(row: dict[str, Any]) -> None:
+    """What a server lists besides the tools offered: tools left out, resources."""
+    for tool in row.get("skipped", []):
+        out.print(f"    skipped: {escape(tool['reason'])}: {escape(tool['name'])}")
+    if "resources" in row:
+        listed = [r["uri"] + (f" ({r['mime_type']})" if r.get("mime_type") else "")
+                  for r in row["resources"]] + row.get("resource_templates", [])
+        out.print(f"    resources: {escape(', '.join(listed) or 'none listed')}")
+    if row.get("resources_error"):
+        out.print(f"    [yellow]resources could not be listed[/yellow]: "
+                  f"{escape(row['resources_error'])}")
 
 
 def init(

@@ -23,9 +23,10 @@ from promptui.screens.dialogs import (
     clear_dead_dialog,
     redeliver_all_dialog,
 )
-from promptui.screens.evidence_dialog import EvidenceChoice, EvidenceDialog
 from promptui.screens.run_steps import RunStepsDialog
-from promptui.store import FeedLine, UIStore
+from promptui.screens.save_manifest import save_as_manifest
+from promptui.screens.waiting_answers import answer_waiting
+from promptui.store import FeedLine, ProgressLine, UIStore
 from promptui.widgets.conversation import ConversationLog
 from promptui.widgets.detail_rows import (
     CONTEXT_COLS,
@@ -75,6 +76,7 @@ class ProcessDetailScreen(LiveScreen):
         self.marked: set[str] = set()  # dead-letter event ids
         self.dead_page: DeadPage | None = None  # an older page; None: the newest ones
         self.timeline_entries: list[JournalEntryView] = []  # the timeline tab's rows
+        self.progress: dict[str, ProgressLine] = {}  # run id -> its running tool's progress
         self._static_shown: dict[str, dict[str, Any] | None] = {}
         self._ready = False  # the pump may call show() before the tabs are mounted
 
@@ -140,6 +142,7 @@ class ProcessDetailScreen(LiveScreen):
         if not (self.is_attached and self.is_current):
             return  # popped or covered while we awaited
         self.detail, self.now, self.gone = detail, now, ""
+        self.progress = store.progress_of(self.process)
         try:
             self._draw_title(detail)
             self._draw(self.active_tab)
@@ -163,6 +166,9 @@ class ProcessDetailScreen(LiveScreen):
         table = self.table("runs")
         if run_id in table.keys:
             table.move_cursor(row=table.keys.index(run_id))
+            if run.waiting_reason == "elicitation":  # a server's question: its answer dialog
+                self.action_open_run()
+                return
         self.app.push_screen(RunStepsDialog(self.process, run))
 
     async def _draw_timeline(self) -> None:
@@ -203,7 +209,7 @@ class ProcessDetailScreen(LiveScreen):
         if pane in ("queue", "dead", "runs", "context"):
             self._draw_table(pane)
         elif pane == "live":
-            self.query_one(LiveView).show(d.runs, self.now)
+            self.query_one(LiveView).show(d.runs, self.now, self.progress)
         elif pane == "conversation":
             self.query_one(ConversationLog).show(d.conversation)
         elif pane == "governance":
@@ -277,6 +283,8 @@ class ProcessDetailScreen(LiveScreen):
             return self.active_tab == "runs"
         if action == "view":
             return self.active_tab in VIEWABLE
+        if action == "save_manifest":
+            return self.active_tab == "config"
         return True
 
     # -- actions -----------------------------------------------------------------------------
@@ -285,6 +293,9 @@ class ProcessDetailScreen(LiveScreen):
 
     def action_timeline(self) -> None:
         self.post_message(OpenTimeline(self.process))
+
+    def action_save_manifest(self) -> None:  # m on the Config tab
+        save_as_manifest(self, self.process)
 
     def action_view(self) -> None:
         """v: the row under the cursor whole, in the pager."""
@@ -465,8 +476,7 @@ class ProcessDetailScreen(LiveScreen):
             self.app.notify(str(exc), severity="error", timeout=6)
             return
 
-        if detail.get("reason") == "missing_completion_evidence":
-            self._answer_evidence(run_id, detail)
+        if answer_waiting(self, name, run_id, detail):  # evidence, or a server's question
             return
 
         def decided(choice: ReconcileChoice | None) -> None:
@@ -479,19 +489,3 @@ class ProcessDetailScreen(LiveScreen):
                 lambda _: f"run {run_id[:8]} reconciled: {choice.outcome.replace('_', ' ')}")
 
         self.app.push_screen(ReconcileDialog(name, detail), decided)
-
-    def _answer_evidence(self, run_id: str, detail: dict[str, Any]) -> None:
-        name, control = self.process, self.room.control
-        done = {"supplied": "evidence supplied", "returned": "sent back to the model",
-                "failed": "failed"}
-
-        def decided(choice: EvidenceChoice | None) -> None:
-            if choice is None:
-                return
-            self.room.command(
-                f"answer run {run_id[:8]}",
-                lambda: control.answer_evidence(name, run_id, choice.action,
-                                                evidence=choice.evidence, note=choice.note),
-                lambda _: f"run {run_id[:8]}: {done[choice.action]}")
-
-        self.app.push_screen(EvidenceDialog(name, detail), decided)

@@ -282,7 +282,9 @@ class ReconcileDialog(ModalScreen[ReconcileChoice | None]):
             yield Static(
                 f"[b]Tool[/b] {d.get('tool', '')}   [b]step[/b] {d.get('step', '')}\n{where}"
                 f"[b]Idempotency key[/b] {d.get('idempotency_key', '')}\n"
-                f"[b]Why[/b] {d.get('reason', '')}\n[b]Arguments[/b] {args}",
+                f"[b]Why[/b] {d.get('reason', '')}"
+                f"{': ' + escape(str(d['cause'])) if d.get('cause') else ''}\n"
+                f"[b]Arguments[/b] {args}",
                 classes="dialog-body", markup=True)
             yield Input(placeholder="observed result (JSON or text) if it was applied",
                         id="result")

@@ -118,7 +118,8 @@ def row_detail(pane: str, d: ProcessDetail, key: str | None, marked: set[str],
         if run is not None:
             hint = "enter: steps"
             if run.state == "waiting":
-                hint = "enter: evidence" if run.missing_evidence else "enter: reconcile"
+                hint = "enter: evidence" if run.missing_evidence else "enter: answer" \
+                    if run.waiting_reason == "elicitation" else "enter: reconcile"
             text.append(f"\n{run.run_id} · event {run.event_id[:8]} · attempt {run.attempt}"
                         f" · {hint}")
             if run.config_changed:

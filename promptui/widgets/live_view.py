@@ -1,9 +1,11 @@
 """The Live tab: the steps of the running run(s) as they happen; runs that finished between two
-ticks are written whole, so a fast run is not missed. When nothing runs it says "idle"."""
+ticks are written whole, so a fast run is not missed. When nothing runs it says "idle". A tool
+call that reports progress (an MCP server's notifications) shows a bar with its message under
+the status line while it runs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -11,11 +13,30 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
-from promptui.format import age
+from promptui.format import age, clip
+from promptui.store import ProgressLine
 from promptui.widgets.runs import duration, run_end, run_header, step_line
 from runtime_core.control import RunView
 
 LIVE_MAX_LINES = 1000
+BAR_WIDTH = 20
+
+
+def progress_text(line: ProgressLine) -> Text:
+    """``  ⋯ step 3 fetch ████████░░░░ 40% 2/5 downloading``; no bar when the total is unknown."""
+    text = Text(f"  ⋯ step {line.step} ", style="dim")
+    text.append(f"{line.tool} ", style="magenta")
+    fraction = line.fraction
+    if fraction is not None:
+        filled = round(fraction * BAR_WIDTH)
+        text.append("█" * filled, style="cyan")
+        text.append("░" * (BAR_WIDTH - filled), style="dim")
+        text.append(f" {fraction:4.0%} {line.progress:g}/{line.total:g}")
+    else:
+        text.append(f"{line.progress:g} so far")
+    if line.message:
+        text.append(f"  {clip(line.message, 120)}")
+    return text
 
 
 class LiveView(Vertical):
@@ -29,6 +50,7 @@ class LiveView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="live-status")
+        yield Static("", id="live-progress")
         yield RichLog(id="live-log", max_lines=LIVE_MAX_LINES, wrap=True, markup=False)
 
     @property
@@ -44,7 +66,8 @@ class LiveView(Vertical):
             log.write(step_line(step))
         self._written[run.run_id] = len(run.steps)
 
-    def show(self, runs: Sequence[RunView], now: float) -> None:
+    def show(self, runs: Sequence[RunView], now: float,
+             progress: Mapping[str, ProgressLine] | None = None) -> None:
         running = [r for r in runs if r.state == "running"]
         finished = sorted((r for r in runs if r.finished_at is not None
                            and r.state not in ("running", "waiting")),
@@ -66,6 +89,13 @@ class LiveView(Vertical):
         self._runs_ended &= present
         self._written = {k: v for k, v in self._written.items() if k in present}
         self.query_one("#live-status", Static).update(self._status(running, finished, now))
+        self._progress([progress[r.run_id] for r in running if r.run_id in (progress or {})])
+
+    def _progress(self, lines: list[ProgressLine]) -> None:
+        shown = self.query_one("#live-progress", Static)
+        shown.display = bool(lines)
+        if lines:
+            shown.update(Text("\n").join(progress_text(line) for line in lines))
 
     @staticmethod
     def _status(running: list[RunView], finished: list[RunView], now: float) -> Text:

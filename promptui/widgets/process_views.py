@@ -37,6 +37,15 @@ def governance_view(governance: dict[str, Any]) -> RenderableType:
     return table
 
 
+def link_state(server: dict[str, Any]) -> Text:
+    """``connected``, ``reconnecting (attempt N, next in S s)`` or ``down: reason``; an older
+    runtime only says whether it is connected."""
+    link = server.get("link") or ("connected" if server.get("connected") else "not connected")
+    if link.startswith("down"):  # the reason can be long: it goes beside, in the tools column
+        return Text("down", style="red")
+    return Text(link, style="green" if link == "connected" else "yellow")
+
+
 def config_view(data: dict[str, Any]) -> RenderableType:
     """The MCP servers (live state, tools and their effects), then the configuration."""
     config = data.get("config") or {}
@@ -49,15 +58,26 @@ def config_view(data: dict[str, Any]) -> RenderableType:
     table.add_column("server", style="bold", no_wrap=True)
     table.add_column("tools", overflow="fold")
     for server in servers:
-        state = Text("connected" if server.get("connected") else "not connected",
-                     style="green" if server.get("connected") else "yellow")
-        head = Text.assemble(f"{server['server']} ", (f"({server['type']}) ", "dim"), state)
+        head = Text.assemble(f"{server['server']} ", (f"({server['type']}) ", "dim"),
+                             link_state(server))
         tools = Text()
+        if str(server.get("link", "")).startswith("down"):
+            tools.append(str(server["link"]), style="red")
+        elif server.get("link_error"):  # why the last attempt failed, while it reconnects
+            tools.append(f"last error: {server['link_error']}", style="yellow")
         for tool in server.get("tools", []):  # one per line: name, then its effect
             idempotent = ", idempotent" if tool.get("idempotent") else ""
             style = "cyan" if tool["effect"] == "read" else "magenta"
             tools.append("\n" if tools else "")
             tools.append(f"{tool['name']} ")
             tools.append(f"{tool['effect']}{idempotent}", style=style)
+        for tool in server.get("skipped", []):  # listed by the server, not offered
+            tools.append("\n" if tools else "")
+            tools.append(f"{tool['name']} skipped: {tool['reason']}", style="dim")
+        if "resources" in server:
+            tools.append("\n" if tools else "")
+            count = server.get("resource_count", len(server["resources"]))
+            tools.append(f"{count} resource(s), "
+                         f"{len(server.get('resource_templates', []))} template(s)", style="dim")
         table.add_row(head, tools or Text("no tools listed yet", style="dim"))
     return Group(Text("MCP servers", style="bold underline"), table, Text(""), syntax)

@@ -43,6 +43,9 @@ def step_line(step: StepView) -> Text:
         line.append(f"{step.name}({clip(compact(step.args), 120)}) → ")
         line.append(f"{mark[0]} ", style=mark[1])
         line.append(clip(step.result, 200))
+    elif step.kind in ("elicitation", "sampling"):  # what an MCP server asked during a call
+        line.append(f"{step.kind} ", style="yellow")
+        line.append(f"{step.name}: {clip(step.result, 200)}")
     elif step.kind == "refused":
         line.append("refused ", style="bold yellow")
         line.append(f"{step.name}: {clip(step.result, 200)}")

@@ -36,6 +36,7 @@ class AnthropicSettings:
     timeout: float = 60.0
     max_retries: int = 3
     max_tokens: int = DEFAULT_MAX_TOKENS
+    images: bool = True  # send images tools returned inside their tool_result
 
 
 def _base(url: str) -> str:
@@ -58,7 +59,8 @@ def settings_from_spec(spec: RemoteModelSpec) -> AnthropicSettings:
     return AnthropicSettings(spec.name, _base(spec.base_url) if spec.base_url else base.base_url,
                              spec.api_key_env or KEY_ENV, timeout=spec.timeout,
                              max_retries=spec.max_retries,
-                             max_tokens=spec.max_tokens or DEFAULT_MAX_TOKENS)
+                             max_tokens=spec.max_tokens or DEFAULT_MAX_TOKENS,
+                             images=spec.images)
 
 
 class AnthropicModel:
@@ -81,9 +83,12 @@ class AnthropicModel:
                 "content-type": "application/json"}
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
-        system, messages = to_anthropic(request.messages)
-        body: dict[str, Any] = {"model": self.settings.model,
-                                "max_tokens": self.settings.max_tokens, "messages": messages}
+        system, messages = to_anthropic(request.messages, images=self.settings.images)
+        cap = self.settings.max_tokens  # lowered by a request's own (an MCP server's sampling)
+        if request.max_tokens is not None:
+            cap = max(1, min(cap, request.max_tokens))
+        body: dict[str, Any] = {"model": self.settings.model, "max_tokens": cap,
+                                "messages": messages}
         if system:
             body["system"] = system
         if request.tools:

@@ -14,12 +14,14 @@ from typing import Any
 
 import httpx
 
+from runtime_core.agent.attachments import IMAGE_TYPES, message_attachments
 from runtime_core.agent.model import ModelError, ModelTurn, ToolCall, ToolSpec, Usage
 
 Block = dict[str, Any]
 NO_RESULT = "error: no result was recorded for this call"
 TRIMMED = "(the earlier conversation was trimmed)"
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+IMAGE_LIMIT = 5 * 1024 * 1024  # bytes: the API's limit for one image
 
 
 def _tool_id(raw: Any, index: int) -> str:
@@ -66,7 +68,8 @@ class _Builder:
         return self.messages
 
 
-def to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+def to_anthropic(messages: list[dict[str, Any]], *, images: bool = True
+                 ) -> tuple[str, list[dict[str, Any]]]:
     """Our conversation -> (system prompt, Messages API messages). The leading system messages
     (instructions, context state, budget and mission lines) become ``system``; a system message
     later in the history (a rewind's note) stays where it is, as user text."""
@@ -88,19 +91,26 @@ def to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, An
                 for call_id, c in zip(ids, calls, strict=True)])
             build.pending = ids
         elif role == "tool":
-            build.add("user", [_tool_result(build, message, text)])
+            build.add("user", [_tool_result(build, message, text, images)])
         else:  # user, and a system note inside the history
             build.add("user", _text(text))
     return "\n\n".join(system), build.finish()
 
 
-def _tool_result(build: _Builder, message: dict[str, Any], text: str) -> Block:
+def _tool_result(build: _Builder, message: dict[str, Any], text: str, images: bool
+                 ) -> Block:
     raw = message.get("tool_call_id")
     call_id = _tool_id(raw, 0) if raw else (build.pending[0] if build.pending else "")
     if call_id not in build.pending:  # its call was trimmed away: keep what it said as text
         return {"type": "text", "text": f"[result of an earlier tool call] {text}"}
     build.pending.remove(call_id)
     block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    shown = [{"type": "image", "source": {"type": "base64", "media_type": a.mime_type,
+                                          "data": a.data}}
+             for a in (message_attachments(message) if images else [])
+             if a.kind == "image" and a.mime_type in IMAGE_TYPES and a.size <= IMAGE_LIMIT]
+    if shown:  # a tool result may hold images beside its text
+        block["content"] = [*_text(text), *shown]
     # A failed call reads "error: ..." (runs/tool_step); the API has a flag for that.
     if message.get("is_error") or text.startswith("error: "):
         block["is_error"] = True

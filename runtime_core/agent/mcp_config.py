@@ -35,7 +35,18 @@ class _Strict(StrictModel):
 
 class _ServerBase(_Strict):
     timeout: Annotated[float, Field(gt=0, le=300)] = 15.0  # connect + list tools
+    # One tool call, waiting for a lost link to come back included. A write that times out
+    # parks its run (its outcome is unknown); a read is reported interrupted.
+    call_timeout: Annotated[float, Field(gt=0, le=86_400)] = 60.0
     tool_prefix: str = ""  # prepended to every tool name, to keep two servers' tools apart
+    # A server may ask the operator a question during a tool call (elicitation/create); the run
+    # waits for the answer, up to elicitation_timeout, then the answer is "cancel". False: the
+    # capability is not declared, so the server does not ask.
+    elicitation: bool = True
+    elicitation_timeout: Annotated[float, Field(gt=0, le=86_400)] = 600.0
+    # A server may ask the process's own model for a completion (sampling/createMessage),
+    # counted against the run's model-call budget. False: the capability is not declared.
+    sampling: bool = True
 
     @model_validator(mode="after")
     def _prefix_shape(self) -> _ServerBase:

@@ -3,14 +3,21 @@
 The SDK's transports are anyio context managers that must be entered and left in one task, while
 a process connects in ``start()`` and disconnects from ``stop()`` or a restart (other tasks). So
 each connection lives in a task of its own: it connects, lists the tools, then waits to be told to
-close; calls are made from the run's task through the session. A server that goes away is
-reconnected before the next call, never in the middle of one.
+close; calls are made from the run's task through the session.
+
+A connection that is lost is re-established in the background (a keeper task, with backoff:
+mcp_reconnect.py) until the link is closed; a call waits for it up to the server's
+``call_timeout``. A call is sent again only when it certainly did not take effect (it never
+reached the server, or an HTTP server refused it because its session is gone after a restart:
+mcp_probe.py), or when it is a read. Otherwise its outcome is unknown (``OutcomeUnknown``): a
+write parks its run for an operator.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import tempfile
 from contextlib import AsyncExitStack
@@ -18,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+from runtime_core.agent.mcp_asks import ServerAsks
 from runtime_core.agent.mcp_config import (
     HttpServerConfig,
     StdioServerConfig,
@@ -25,13 +33,28 @@ from runtime_core.agent.mcp_config import (
     resolve_references,
     stdio_cwd,
 )
+from runtime_core.agent.mcp_notices import SessionHooks
+from runtime_core.agent.mcp_probe import ProbedClient, RequestProbe, probing
+from runtime_core.agent.mcp_reconnect import (
+    CLOSED,
+    CONNECTED,
+    CONNECTING,
+    Backoff,
+    LinkStatus,
+    reconnecting,
+)
+from runtime_core.agent.tools import OutcomeUnknown
 
 if TYPE_CHECKING:
     from mcp import ClientSession
-    from mcp.types import CallToolResult, RequestParamsMeta
+    from mcp.shared.dispatcher import ProgressFnT
+    from mcp.types import CallToolResult, ReadResourceResult, RequestParamsMeta
+
+log = logging.getLogger(__name__)
 
 ERRLOG_LIMIT = 1_000_000  # bytes of a stdio server's stderr kept before the log is restarted
 CLOSE_TIMEOUT = 10.0
+CONNECTION_CLOSED = -32000  # the SDK's code for a connection that ended under a request
 
 
 class McpServerError(RuntimeError):
@@ -48,6 +71,7 @@ class RemoteTool:
     read_only: bool | None
     destructive: bool | None
     idempotent: bool | None
+    task_support: str | None = None  # "required": only callable as an MCP task
 
 
 def _remote_tool(tool: Any) -> RemoteTool:
@@ -59,6 +83,7 @@ def _remote_tool(tool: Any) -> RemoteTool:
         read_only=getattr(hints, "read_only_hint", None),
         destructive=getattr(hints, "destructive_hint", None),
         idempotent=getattr(hints, "idempotent_hint", None),
+        task_support=getattr(getattr(tool, "execution", None), "task_support", None),
     )
 
 
@@ -70,37 +95,88 @@ class McpServerLink:
         self.base_dir = base_dir
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
-        self._closing = asyncio.Event()
+        self._closing = asyncio.Event()  # this connection is to end (the link closes)
+        self._gone = asyncio.Event()  # this connection is found broken: end it, reconnect
+        self._up = asyncio.Event()  # set while a connection is usable
+        self._keeper: asyncio.Task[None] | None = None  # reconnects; None: the link is closed
         self._lost: str | None = None  # why the last connection ended, if it did
         self._errlog: TextIO | None = None
-        self._reconnect_lock = asyncio.Lock()
+        self.status: LinkStatus = CLOSED
+        self.backoff = Backoff()
         self.connections = 0  # how many times this link connected (restarts and reconnects)
+        self.hooks = SessionHooks()  # server logs, capabilities, resources (mcp_notices.py)
+        self.asks = ServerAsks.for_config(name, config)  # elicitation, sampling (mcp_asks.py)
 
     @property
     def connected(self) -> bool:
-        return self._session is not None and self._lost is None
+        return self._session is not None and self._up.is_set()
 
     async def connect(self) -> list[RemoteTool]:
-        """Connect and list the server's tools, within the configured timeout."""
+        """Connect and list the server's tools, within the configured timeout (a failure is
+        raised: the process does not start). From then on a lost connection is re-established
+        in the background until ``close()``."""
         await self.close()
-        self._closing = asyncio.Event()
-        self._lost = None
+        self.status = CONNECTING
+        try:
+            tools = await self._open()
+        except McpServerError as exc:
+            self.status = LinkStatus("down", reason=str(exc))
+            raise
+        self._keeper = asyncio.create_task(self._keep(), name=f"mcp-{self.name}-keeper")
+        return tools
+
+    async def _open(self) -> list[RemoteTool]:
+        """One connection attempt; on failure nothing of it is left running."""
+        self._closing, self._gone, self._lost = asyncio.Event(), asyncio.Event(), None
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[list[RemoteTool]] = loop.create_future()
-        self._task = asyncio.create_task(self._serve(ready), name=f"mcp-{self.name}")
+        task = self._task = asyncio.create_task(self._serve(ready), name=f"mcp-{self.name}")
         try:
             async with asyncio.timeout(self.config.timeout):
                 tools = await asyncio.shield(ready)
         except TimeoutError:
-            await self.close()
+            await self._end(task)
             raise McpServerError(f"MCP server {self.name!r} did not answer within "
                                  f"{self.config.timeout:g} s{self._stderr_tail()}; check that "
                                  "it speaks MCP, or raise its timeout") from None
-        except McpServerError:
-            await self.close()
+        except BaseException:  # McpServerError, or cancelled by close()
+            await self._end(task)
             raise
         self.connections += 1
+        self.status = CONNECTED
+        self._up.set()
         return tools
+
+    async def _keep(self) -> None:
+        """Wait for the connection to end, then reconnect with backoff; again, until closed."""
+        while True:
+            task = self._task
+            if task is not None:
+                await asyncio.wait({task})
+            self._up.clear()
+            reason = self._lost or "the connection ended"
+            attempt = 0
+            while True:
+                attempt += 1
+                delay = self.backoff.delay(attempt)
+                self.status = reconnecting(attempt, delay, reason)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                    self.status = reconnecting(attempt, 0.0, reason)
+                try:
+                    await self._open()
+                except Exception as exc:  # whatever it is, the next attempt may do better
+                    reason = str(exc) if isinstance(exc, McpServerError) else _describe(exc)
+                    continue
+                log.info("MCP server %s: reconnected (attempt %d)", self.name, attempt)
+                break
+
+    def _drop(self, reason: str) -> None:
+        """This connection is broken: no call uses it again; the keeper reconnects."""
+        if self._lost is None:
+            self._lost = reason
+        self._up.clear()
+        self._gone.set()
 
     async def _serve(self, ready: asyncio.Future[list[RemoteTool]]) -> None:
         from mcp import ClientSession
@@ -110,20 +186,23 @@ class McpServerLink:
                 read, write = await stack.enter_async_context(self._transport())
                 if isinstance(self.config, StdioServerConfig):
                     read = await stack.enter_async_context(self._watched(read))
-                session = await stack.enter_async_context(ClientSession(read, write))
+                session = await stack.enter_async_context(ClientSession(
+                    read, write, logging_callback=self.hooks.on_log, **self.asks.callbacks()))
                 await session.initialize()
+                await self.hooks.initialized(session)
                 tools = await self._list_tools(session)
                 self._session = session
                 if not ready.done():
                     ready.set_result(tools)
-                await self._closing.wait()
+                await _first(self._closing, self._gone)
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
             raise
         except Exception as exc:  # anyio wraps failures in exception groups
             reason = _describe(exc)
-            self._lost = reason
+            self._lost = self._lost or reason
+            self._up.clear()
             if not ready.done():
                 ready.set_exception(McpServerError(
                     f"MCP server {self.name!r} could not be connected: {reason}"
@@ -147,7 +226,7 @@ class McpServerLink:
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     pass
             if not self._closing.is_set():
-                self._lost = "the server closed the connection"
+                self._drop("the server closed the connection")
 
         task = asyncio.create_task(forward(), name=f"mcp-{self.name}-read")
         try:
@@ -185,7 +264,8 @@ class McpServerLink:
             token = resolve_references(config.bearer_token, f"{where}.bearer_token")
             headers["Authorization"] = f"Bearer {token}"
         timeout = httpx2.Timeout(config.timeout, read=300.0)
-        async with (httpx2.AsyncClient(headers=headers, timeout=timeout) as client,
+        # ProbedClient tells a call whether its request was refused for a lost session.
+        async with (ProbedClient(headers=headers, timeout=timeout) as client,
                     streamable_http_client(config.url, http_client=client) as streams):
             yield streams
 
@@ -204,48 +284,110 @@ class McpServerLink:
                 break
         return tools
 
-    async def call(self, tool: str, args: dict[str, Any], meta: dict[str, Any]
+    async def call(self, tool: str, args: dict[str, Any], meta: dict[str, Any],
+                   progress: ProgressFnT | None = None, *, read: bool = False
                    ) -> CallToolResult:
-        """Call ``tool``; a connection found lost beforehand is re-established first. A
-        connection lost during the call is reported, not retried: the outcome is unknown."""
+        """Call ``tool`` within the server's ``call_timeout``, a wait for a lost link included.
+        It is sent again, once, only if it certainly did not take effect (never sent, or
+        refused for a lost session) or if it is a ``read``. Otherwise a call cut off (the
+        connection lost, the server gone, the timeout) raises OutcomeUnknown."""
         from mcp import MCPError
 
-        session = await self._usable_session()
-        self._trim_errlog()
-        try:
-            result = await session.call_tool(tool, args, meta=cast("RequestParamsMeta", meta))
-        except MCPError as exc:
-            if exc.code == -32000:  # CONNECTION_CLOSED
-                self._lost = exc.message
-                raise McpServerError(
-                    f"MCP server {self.name!r} went away during {tool!r} ({exc.message}); "
-                    "whether the call took effect is unknown") from None
-            raise
-        return result
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.call_timeout
+        with self.asks.calling(tool, meta):  # what the server asks meanwhile is this call's
+            for attempt in (1, 2):
+                session = await self._usable_session(deadline, repr(tool))
+                self._trim_errlog()
+                with probing() as probe:
+                    try:  # a question waiting for the operator does not count (mcp_asks.py)
+                        async with self.asks.timeout(max(0.0, deadline - loop.time())):
+                            return await session.call_tool(
+                                tool, args, meta=cast("RequestParamsMeta", meta),
+                                progress_callback=progress)
+                    except TimeoutError:
+                        raise OutcomeUnknown(
+                            f"MCP server {self.name!r} did not answer {tool!r} within "
+                            f"{self.config.call_timeout:g} s (servers.{self.name}.call_timeout); "
+                            "whether the call took effect is unknown") from None
+                    except MCPError as exc:
+                        why = self._broken(exc, probe)
+                        if why is None:  # the server's own answer: an error the model reads
+                            raise
+                self._drop(why)
+                if attempt == 1 and (probe.safe_to_resend or read):
+                    log.info("MCP server %s: sending %r again on a new connection (%s)",
+                             self.name, tool, why)
+                    continue
+                if probe.safe_to_resend:
+                    raise McpServerError(f"MCP server {self.name!r}: {tool!r} was not sent "
+                                         f"({why})")
+                raise OutcomeUnknown(f"MCP server {self.name!r} went away during {tool!r} "
+                                     f"({why}); whether the call took effect is unknown")
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _usable_session(self) -> ClientSession:
-        async with self._reconnect_lock:
-            if self._session is None or self._lost is not None:
-                if self._task is None:
-                    raise McpServerError(f"MCP server {self.name!r} is not connected (the "
-                                         "process is not running)")
-                await self.connect()  # the tools are the same server's; names were checked
-            assert self._session is not None
-            return self._session
+    @staticmethod
+    def _broken(exc: Any, probe: RequestProbe) -> str | None:
+        """Why the connection is no longer usable, or None if ``exc`` is the server's answer."""
+        if probe.session_lost:
+            return f"its session is gone, the server restarted: {exc.message}"
+        if probe.not_sent:
+            return probe.not_sent
+        if exc.code == CONNECTION_CLOSED:
+            return str(exc.message or "connection closed")
+        return None
+
+    async def read_resource(self, uri: str) -> ReadResourceResult:
+        """``resources/read``: a read, so a connection lost meanwhile is simply an error."""
+        session = await self._usable_session()
+        return await session.read_resource(uri)
+
+    async def _usable_session(self, deadline: float | None = None, what: str = "the call"
+                              ) -> ClientSession:
+        """The live session. While the keeper reconnects, wait for it until ``deadline``
+        (default: the call timeout from now); then the call is not sent."""
+        if deadline is None:
+            deadline = asyncio.get_running_loop().time() + self.config.call_timeout
+        while not self.connected:
+            if self._keeper is None:
+                raise McpServerError(f"MCP server {self.name!r} is not connected (the "
+                                     "process is not running)")
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._up.wait()
+            except TimeoutError:
+                raise McpServerError(
+                    f"MCP server {self.name!r} is not connected: {self.status.text()} "
+                    f"({self.status.reason}); {what} was not sent within "
+                    f"{self.config.call_timeout:g} s (servers.{self.name}.call_timeout)"
+                ) from None
+        assert self._session is not None
+        return self._session
 
     async def close(self) -> None:
-        """Close the session; a stdio server's stdin is closed and the server exits."""
+        """Close the session (a stdio server's stdin is closed and the server exits) and stop
+        reconnecting: nothing of the link is left running."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None and keeper is not asyncio.current_task():
+            keeper.cancel()
+            await asyncio.wait({keeper})
         task, self._task = self._task, None
         if task is not None:
-            self._closing.set()
-            if self._session is None:  # still connecting: nothing to close politely
-                task.cancel()
-            # wait() neither raises the task's end nor cancels it if we are cancelled
-            done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
-            if not done:
-                task.cancel()
-                await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+            await self._end(task)
         self._session = None
+        self._up.clear()
+        if self.status.state != "down":  # a failed first connection keeps its reason
+            self.status = CLOSED
+
+    async def _end(self, task: asyncio.Task[None]) -> None:
+        self._closing.set()
+        if self._session is None:  # still connecting: nothing to close politely
+            task.cancel()
+        # wait() neither raises the task's end nor cancels it if we are cancelled
+        done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
 
     def release(self) -> None:
         """Drop the stderr log; the link is not used again."""
@@ -269,6 +411,16 @@ class McpServerLink:
         except (OSError, ValueError):
             return ""
         return f"; its stderr ends: {text}" if text else ""
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Until one of ``events`` is set."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 def _describe(exc: BaseException) -> str:

@@ -7,25 +7,43 @@ reconciled if a crash leaves its outcome unknown. ``idempotentHint`` is recorded
 A tool whose input schema declares an ``idempotency_key`` string gets ``run_id:step`` there (the
 model neither sees nor sets it); every call also carries it in ``_meta``, so a server can make a
 repeated write harmless.
+
+Beside its tools a server may offer resources (one read tool, mcp_resources.py), send log
+messages and progress (mcp_notices.py, ``ToolContext.progress``) and return images or other
+binary content (mcp_content.py). A tool that can only run as an MCP task is not offered: this
+client does not speak tasks, and such a call always fails.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runtime_core.agent.mcp_config import HttpServerConfig, StdioServerConfig
+from runtime_core.agent.mcp_content import content_output, result_text
 from runtime_core.agent.mcp_link import McpServerError, McpServerLink, RemoteTool
+from runtime_core.agent.mcp_notices import ServerHooks
+from runtime_core.agent.mcp_resources import (
+    McpResourceTool,
+    describe_resources,
+    resource_tool_names,
+)
 from runtime_core.agent.model import ToolSpec
-from runtime_core.agent.tools import Effect, ToolContext
+from runtime_core.agent.tools import AgentTool, Effect, ToolContext
+from runtime_core.events import RuntimeEvent
 from runtime_core.lifecycle import name_field
+
+log = logging.getLogger(__name__)
 
 IDEMPOTENCY_ARG = "idempotency_key"
 IDEMPOTENCY_META = "io.promptui/idempotency-key"
+NEEDS_TASKS = "needs tasks"
+STATUS_RESOURCES = 20  # resources per server in a status (read many times a second)
 
 
 class McpToolFailed(RuntimeError):
@@ -48,6 +66,7 @@ class McpTool:
     link: McpServerLink
     takes_idempotency_key: bool = False
     _required: tuple[str, ...] = field(default=())
+    read_tool: str | None = None  # the server's resource tool, named in resource links
 
     @classmethod
     def from_remote(cls, remote: RemoteTool, link: McpServerLink, prefix: str) -> McpTool:
@@ -105,47 +124,48 @@ class McpTool:
         call_args = dict(args)
         if self.takes_idempotency_key:
             call_args[IDEMPOTENCY_ARG] = ctx.idempotency_key
+
+        async def on_progress(progress: float, total: float | None, message: str | None
+                              ) -> None:
+            ctx.progress(progress, total, message)
+
+        # A read may be sent again on a new connection; a write only if it was never sent.
         result = await self.link.call(self.remote_name, call_args,
-                                      {IDEMPOTENCY_META: ctx.idempotency_key})
-        text = result_text(result)
+                                      {IDEMPOTENCY_META: ctx.idempotency_key}, on_progress,
+                                      read=self.effect == "read")
+        out = content_output(list(result.content), read_tool=self.read_tool,
+                             structured=result.structured_content)
         if result.is_error:
-            raise McpToolFailed(text or "the server reported an error without a message")
-        return text
-
-
-def result_text(result: Any) -> str:
-    """The result as the model reads it: the text blocks, else the structured content."""
-    parts: list[str] = []
-    for block in result.content:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind in ("image", "audio"):
-            parts.append(f"[{kind}: {getattr(block, 'mime_type', '?')}]")
-        elif kind == "resource_link":
-            parts.append(f"[resource: {getattr(block, 'uri', '')}]")
-        elif kind == "resource":
-            resource = block.resource
-            parts.append(getattr(resource, "text", None) or f"[resource: {resource.uri}]")
-    if not parts and result.structured_content is not None:
-        return json.dumps(result.structured_content, ensure_ascii=False, default=str)
-    return "\n".join(parts)
+            raise McpToolFailed(out.text or "the server reported an error without a message")
+        for attachment in out.attachments:
+            ctx.attach(attachment)
+        return out.text
 
 
 class McpToolbox:
-    """A process's MCP servers: connected together at start, closed together at stop."""
+    """A process's MCP servers: connected together at start, closed together at stop.
+
+    ``emit`` takes the servers' log messages as runtime events (rate-limited per server);
+    ``redact`` hides secrets in them before they are logged."""
 
     def __init__(self, servers: Mapping[str, StdioServerConfig | HttpServerConfig], *,
-                 base_dir: Path | None = None) -> None:
+                 base_dir: Path | None = None, process: str = "",
+                 emit: Callable[[RuntimeEvent], None] | None = None,
+                 redact: Callable[[str], str] | None = None) -> None:
         self.links = {name: McpServerLink(name, config, base_dir=base_dir)
                       for name, config in servers.items()}
-        self._tools: dict[str, McpTool] = {}
+        self.hooks: dict[str, ServerHooks] = {}
+        for name, link in self.links.items():
+            link.hooks = self.hooks[name] = ServerHooks(name, process=process, emit=emit,
+                                                        redact=redact)
+        self._tools: dict[str, AgentTool] = {}
+        self.skipped: dict[str, list[dict[str, str]]] = {}  # server -> tools not offered
 
     @property
-    def tools(self) -> dict[str, McpTool]:
+    def tools(self) -> dict[str, AgentTool]:
         return dict(self._tools)
 
-    async def connect(self, taken: set[str]) -> dict[str, McpTool]:
+    async def connect(self, taken: set[str]) -> dict[str, AgentTool]:
         """Connect every server at once; the first failure closes them all and is raised.
         ``taken`` holds the names already in use (the Python tools)."""
         links = list(self.links.values())
@@ -161,54 +181,101 @@ class McpToolbox:
                 if not isinstance(error, Exception):
                     raise error
             raise errors[0]
-        tools: dict[str, McpTool] = {}
+        tools: dict[str, AgentTool] = {}
         owner = dict.fromkeys(taken, "a Python tool")
         for link, listed in zip(links, results, strict=True):
             assert isinstance(listed, list)
-            for remote in listed:
-                made = McpTool.from_remote(remote, link, link.config.tool_prefix)
-                if made.name in owner:
+            made = [McpTool.from_remote(remote, link, link.config.tool_prefix)
+                    for remote in self._offered(link, listed)]
+            for tool in made:
+                if tool.name in owner:
                     await self.close()
                     clash = McpServerError(
-                        f"tool name {made.name!r} of MCP server {link.name!r} is already used "
-                        f"by {owner[made.name]}; give the server a tool_prefix")
+                        f"tool name {tool.name!r} of MCP server {link.name!r} is already used "
+                        f"by {owner[tool.name]}; give the server a tool_prefix")
                     name_field(clash, f"servers.{link.name}.tool_prefix")
                     raise clash
-                owner[made.name] = f"MCP server {link.name!r}"
-                tools[made.name] = made
+                owner[tool.name] = f"MCP server {link.name!r}"
+                tools[tool.name] = tool
+            reader = self._resource_tool(link, owner)
+            if reader is not None:
+                owner[reader.name] = f"MCP server {link.name!r}"
+                tools[reader.name] = reader
+                for tool in made:
+                    tool.read_tool = reader.name
         self._tools = tools
         return dict(tools)
 
+    def _offered(self, link: McpServerLink, listed: list[RemoteTool]) -> list[RemoteTool]:
+        """The tools the model may call: not those that run only as an MCP task (this
+        client does not speak tasks; the call would always fail)."""
+        skipped = [r.name for r in listed if r.task_support == "required"]
+        self.skipped[link.name] = [{"name": f"{link.config.tool_prefix}{name}",
+                                    "reason": NEEDS_TASKS} for name in skipped]
+        if skipped:
+            log.info("MCP server %s: not offering %s: %s (this client does not support MCP "
+                     "tasks)", link.name, "tool" if len(skipped) == 1 else "tools",
+                     ", ".join(skipped))
+        return [r for r in listed if r.task_support != "required"]
+
+    def _resource_tool(self, link: McpServerLink, owner: Mapping[str, str]
+                       ) -> McpResourceTool | None:
+        """The server's read tool, when it has resources; a name taken falls back to
+        ``<server>_read_resource``, and is left out (logged) if that is taken too."""
+        hooks = self.hooks[link.name]
+        if not hooks.has_resources:
+            return None
+        for name in resource_tool_names(link.config.tool_prefix, link.name):
+            if name not in owner:
+                return McpResourceTool.for_link(name, link, hooks)
+        log.warning("MCP server %s: its resources are not offered: the tool names %s are "
+                    "taken; give the server a tool_prefix", link.name,
+                    " and ".join(resource_tool_names(link.config.tool_prefix, link.name)))
+        return None
+
     async def close(self) -> None:
         await asyncio.gather(*(link.close() for link in self.links.values()))
+        for hooks in self.hooks.values():
+            hooks.close()
 
     def release(self) -> None:
         for link in self.links.values():
             link.release()
 
-    def describe(self) -> list[dict[str, Any]]:
-        """Each server with its state and tools (for status and ``promptui validate``)."""
+    def describe(self, resources: int | None = STATUS_RESOURCES) -> list[dict[str, Any]]:
+        """Each server with its state, tools, the tools it is not offered and its resources
+        (the first ``resources`` of them; all with None), for status and ``validate``."""
         rows: list[dict[str, Any]] = []
         for name, link in self.links.items():
-            rows.append({
+            row: dict[str, Any] = {
                 "server": name, "type": link.config.type, "connected": link.connected,
-                "connections": link.connections,
-                "tools": [{"name": t.name, "effect": t.effect, "idempotent": t.idempotent}
-                          for t in self._tools.values() if t.server == name],
-            })
+                "connections": link.connections, **link.status.row(),
+                "tools": [_tool_row(t) for t in self._tools.values()
+                          if getattr(t, "server", None) == name],
+            }
+            if self.skipped.get(name):
+                row["skipped"] = list(self.skipped[name])
+            if self.hooks[name].has_resources:
+                row.update(describe_resources(self.hooks[name], resources))
+            rows.append(row)
         return rows
+
+
+def _tool_row(tool: AgentTool) -> dict[str, Any]:
+    return {"name": tool.name, "effect": tool.effect,
+            "idempotent": getattr(tool, "idempotent", None)}
 
 
 async def probe_servers(servers: Mapping[str, StdioServerConfig | HttpServerConfig], *,
                         base_dir: Path | None = None) -> list[dict[str, Any]]:
-    """Connect each server on its own, list its tools, and close it again: what a check
-    before deploying wants to know. A failure is reported in its row, not raised."""
+    """Connect each server on its own, list its tools and resources, and close it again: what
+    a check before deploying wants to know. A failure is reported in its row, not raised."""
     rows: list[dict[str, Any]] = []
     for name, config in servers.items():
         toolbox = McpToolbox({name: config}, base_dir=base_dir)
         try:
             await toolbox.connect(set())
-            rows.extend(toolbox.describe())
+            rows.extend(toolbox.describe(resources=None))
         except McpServerError as exc:
             rows.append({"server": name, "type": config.type, "connected": False,
                          "error": str(exc), "tools": []})
@@ -218,5 +285,5 @@ async def probe_servers(servers: Mapping[str, StdioServerConfig | HttpServerConf
     return rows
 
 
-__all__ = ["McpServerError", "McpTool", "McpToolFailed", "McpToolbox", "effect_of",
-           "probe_servers"]
+__all__ = ["NEEDS_TASKS", "McpServerError", "McpTool", "McpToolFailed", "McpToolbox",
+           "effect_of", "probe_servers", "result_text"]

@@ -39,11 +39,12 @@ class ToolSpec:
 
 @dataclass(slots=True)
 class ModelRequest:
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, Any]]  # a tool message may carry "attachments" (attachments.py)
     tools: list[ToolSpec]
     run_id: str
     turn: int  # how many model calls this run has made before this one
     event: TriggerEvent
+    max_tokens: int | None = None  # a cap the asker sets (an MCP server's sampling request)
 
 
 class ModelError(RuntimeError):

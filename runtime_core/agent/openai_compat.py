@@ -14,10 +14,12 @@ from typing import Any
 
 import httpx
 
+from runtime_core.agent.attachments import IMAGE_TYPES, message_attachments
 from runtime_core.agent.model import ModelError, ModelRequest, ModelTurn, ToolCall, Usage
 from runtime_core.agent.script import RemoteModelSpec
 
 RETRY_AFTER_CAP = 30.0  # seconds; a server asking for longer fails the turn instead
+IMAGE_LIMIT = 20 * 1024 * 1024  # bytes; a larger image stays a placeholder
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,7 @@ class OpenAISettings:
     timeout: float = 60.0
     max_retries: int = 3
     label: str = "openai"
+    images: bool = True  # send images tools returned (a model without vision: False)
 
 
 def settings_for(setting: str) -> OpenAISettings:
@@ -53,14 +56,33 @@ def settings_from_spec(spec: RemoteModelSpec) -> OpenAISettings:
     key_env = spec.api_key_env or (None if spec.base_url else base.api_key_env)
     return OpenAISettings(spec.name, (spec.base_url or base.base_url).rstrip("/"), key_env,
                           timeout=spec.timeout, max_retries=spec.max_retries,
-                          label=spec.provider)
+                          label=spec.provider, images=spec.images)
 
 
-def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Our conversation format -> chat-completions messages."""
+def _image_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for image in message_attachments(message):
+        if image.kind == "image" and image.mime_type in IMAGE_TYPES and \
+                image.size <= IMAGE_LIMIT:
+            parts.append({"type": "text", "text": f"Image from tool {message.get('name', '')} "
+                          f"(call {message.get('tool_call_id', '')}): {image.placeholder()}"})
+            parts.append({"type": "image_url", "image_url": {
+                "url": f"data:{image.mime_type};base64,{image.data}"}})
+    return parts
+
+
+def to_openai_messages(messages: list[dict[str, Any]], *, images: bool = True
+                       ) -> list[dict[str, Any]]:
+    """Our conversation format -> chat-completions messages. Tool messages are text only
+    there, so the images tools returned follow them in one user message (after the last
+    tool message of the turn: nothing may come between a turn's tool messages)."""
     out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
+        if role != "tool" and pending:
+            out.append({"role": "user", "content": pending})
+            pending = []
         if role == "assistant" and message.get("tool_calls"):
             out.append({"role": "assistant", "content": message.get("content") or None,
                         "tool_calls": [{"id": c.get("id") or f"call_{i}", "type": "function",
@@ -70,8 +92,12 @@ def to_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": message.get("tool_call_id") or "",
                         "content": str(message.get("content") or "")})
+            if images:
+                pending.extend(_image_parts(message))
         else:
             out.append({"role": role or "user", "content": str(message.get("content") or "")})
+    if pending:
+        out.append({"role": "user", "content": pending})
     return out
 
 
@@ -125,7 +151,8 @@ class OpenAICompatibleModel:
     async def complete(self, request: ModelRequest) -> ModelTurn:
         s = self.settings
         body: dict[str, Any] = {"model": s.model,
-                                "messages": to_openai_messages(request.messages)}
+                                "messages": to_openai_messages(request.messages,
+                                                               images=s.images)}
         if request.tools:
             body["tools"] = [{"type": "function", "function": {
                 "name": t.name, "description": t.description, "parameters": t.parameters}}

@@ -83,6 +83,8 @@ class RemoteModelSpec(_Strict):
     max_retries: Annotated[int, Field(ge=0, le=10)] = 3
     # anthropic only (the API requires it): the longest reply, in tokens; default 4096
     max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    # send the images tools return to the model (false: a model without vision)
+    images: bool = True
 
     @model_validator(mode="after")
     def _url_shape(self) -> RemoteModelSpec:

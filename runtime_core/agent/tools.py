@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from runtime_core.agent.attachments import Attachment
 from runtime_core.agent.model import ToolSpec
 from runtime_core.strict import StrictModel
 from runtime_core.triggers.base import TriggerEvent
@@ -22,6 +23,12 @@ Effect = Literal["read", "write"]
 
 class ToolError(Exception):
     """A tool could not be declared or loaded (bad path, bad signature)."""
+
+
+class OutcomeUnknown(Exception):
+    """The call was made but its answer never came (the connection was lost, the server died,
+    the call timed out): it may or may not have taken effect. A write that raises this parks
+    its run for an operator; a read is reported to the model as interrupted."""
 
 
 @dataclass(slots=True)
@@ -42,6 +49,9 @@ class ToolContext:
     secrets: Callable[[str], str] | None = None
     secrets_used: list[str] = field(default_factory=list)
     artifacts: list[tuple[str, Any, tuple[str, ...]]] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
+    #: Told of the call's progress (progress, total or None, message or None); set by the run.
+    on_progress: Callable[[float, float | None, str | None], None] | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -70,6 +80,17 @@ class ToolContext:
         an action's id, the idempotency key of the write it checks). Journaled with the tool's
         result, in the same entry, once the tool returns successfully."""
         self.artifacts.append((kind, data, tuple(links)))
+
+    def attach(self, attachment: Attachment) -> None:
+        """Binary content for the model (an image...): its placeholder belongs in the result
+        text; the journal keeps the bytes only when they are small."""
+        self.attachments.append(attachment)
+
+    def progress(self, progress: float, total: float | None = None,
+                 message: str | None = None) -> None:
+        """Show how far the call is, on the running step in the control room."""
+        if self.on_progress is not None:
+            self.on_progress(progress, total, message)
 
     def emit(self, event_type: str, data: Any = None) -> None:
         """Emit on the runtime's event bus (``event`` triggers), once the tool has returned."""

@@ -34,8 +34,9 @@ _ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
           "server (READ_ONLY)", {}),
     404: ("No such process (PROCESS_NOT_FOUND), trigger (TRIGGER_NOT_FOUND), journal entry "
           "or dead letter (NOT_FOUND)", {}),
-    409: ("Refused in the current state, e.g. starting a running process (REFUSED), or a "
-          "fork whose triggers clash with ones already served (CONFLICT)", {}),
+    409: ("Refused in the current state, e.g. starting a running process (REFUSED), a "
+          "fork whose triggers clash with ones already served (CONFLICT), or a configuration "
+          "a manifest cannot hold (NOT_SAVABLE)", {}),
     413: ("The body is over the server's --max-body (BODY_TOO_LARGE)", {}),
     421: ("The Host header names no loopback host on a loopback server "
           "(MISDIRECTED_REQUEST)", {}),

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request
 from pydantic import AfterValidator, BaseModel, Field, model_validator
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from runtime_core.api import storable
 from runtime_core.api.event_log import EventLog
@@ -69,6 +69,13 @@ class EvidenceBody(Strict):
     action: Literal["supplied", "returned", "failed"]
     evidence: Any = None
     note: str = Field("", max_length=10_000)
+
+
+class ElicitationBody(Strict):
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, str | int | float | bool | list[str] | None] | None = Field(
+        None, description="With accept: the values the server's form asks for (its "
+        "requested_schema), checked against it; left out for decline and cancel.")
 
 
 class RewindBody(Strict):
@@ -267,6 +274,19 @@ async def remove_trigger(request: Request, name: str, trigger_id: str) -> dict[s
     return {"name": name, "trigger_id": trigger_id}
 
 
+@router.get("/processes/{name}/manifest", response_class=Response,
+            summary="The process's configuration now (live changes included) as a manifest: "
+                    "YAML text, credentials as ${VAR} references (409 NOT_SAVABLE when a "
+                    "manifest cannot hold it)",
+            responses={200: {"description": "The manifest: a YAML mapping (version, name, "
+                             "model, triggers, ...)", "content": {"application/yaml": {
+                                 "schema": {"type": "object", "required": ["version", "name"]}}}},
+                       **errors(*ON_PROCESS)})
+async def manifest(request: Request, name: str) -> Response:
+    text = await control_of(request).manifest_text(name)
+    return Response(text, media_type="application/yaml")
+
+
 # -- the journal and runs -----------------------------------------------------------------------
 @router.get("/processes/{name}/journal/{entry_id}",
             summary="One journal entry whole, with its data (secrets redacted)",
@@ -317,6 +337,16 @@ async def evidence(request: Request, name: str, run_id: str,
                    body: EvidenceBody) -> dict[str, str]:
     await control_of(request).answer_evidence(name, run_id, body.action,
                                               evidence=body.evidence, note=body.note)
+    return {"name": name, "run_id": run_id, "action": body.action}
+
+
+@router.post("/processes/{name}/runs/{run_id}/elicitation", responses=errors(*COMMAND))
+async def elicitation(request: Request, name: str, run_id: str,
+                      body: ElicitationBody) -> dict[str, str]:
+    """Answer the MCP server's question the run waits on (GET .../waiting shows it); 422 when
+    the values do not fit its form, 409 when the run waits for no question."""
+    await control_of(request).answer_elicitation(name, run_id, body.action,
+                                                 content=body.content)
     return {"name": name, "run_id": run_id, "action": body.action}
 
 

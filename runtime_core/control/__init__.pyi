@@ -1,4 +1,10 @@
 from . import offline as offline
+from .elicitation import FormError as FormError
+from .elicitation import FormField as FormField
+from .elicitation import check_content as check_content
+from .elicitation import field_problem as field_problem
+from .elicitation import form_fields as form_fields
+from .elicitation import parse_value as parse_value
 from .local import LocalControl as LocalControl
 from .local_views import redact_any as redact_any
 from .local_views import shown_config as shown_config

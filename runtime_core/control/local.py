@@ -10,8 +10,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from runtime_core.agent.elicit_form import ACTIONS, FormError
 from runtime_core.control import local_views as views
 from runtime_core.control import redaction
+from runtime_core.control.manifests import process_manifest
 from runtime_core.control.plane import ControlError, ControlPlane, EventStream, ReadOnlyError
 from runtime_core.control.views import (
     DeadLetterView,
@@ -235,6 +237,20 @@ class LocalControl:
         except (KeyError, ValueError) as exc:
             raise ControlError(str(exc.args[0] if exc.args else exc)) from None
 
+    async def answer_elicitation(self, name: str, run_id: str, action: str, *,
+                                 content: dict[str, Any] | None = None) -> None:
+        self._mutating("answer a server's question")
+        if action not in ACTIONS:
+            raise ControlError(f"action {action!r} must be accept, decline or cancel",
+                               "INVALID_REQUEST")
+        try:
+            await self._process(name).answer_elicitation(run_id, action, content)
+        except FormError as exc:
+            raise ControlError(f"the answer does not fit the form: {exc}",
+                               "INVALID_REQUEST") from None
+        except (KeyError, ValueError) as exc:
+            raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+
     # -- the journal, rewind and fork ----------------------------------------------------------
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
@@ -388,6 +404,9 @@ class LocalControl:
         data: dict[str, Any] = views.redact_any(
             json.loads(json.dumps(process.status(), default=str)), redaction.redactor(process))
         return data
+
+    async def manifest_text(self, name: str) -> str:
+        return process_manifest(self._process(name), name)
 
     async def add_trigger(self, name: str, config: dict[str, Any]) -> str:
         self._mutating("add trigger")

@@ -14,6 +14,13 @@ from typing import Any, TypeVar
 from runtime_core.control.views import DeadLetterView, JournalEntryView, preview, step_of
 from runtime_core.incidents import Incident, fold_entries, value_text
 from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.import_reference import (
+    ImportReport,
+    NotAReferenceJournal,
+    NothingToImport,
+    ProcessImport,
+)
+from runtime_core.journal.import_reference import import_into_file as import_reference
 from runtime_core.journal.inspect import VerifyReport, process_names, read_dead_letters
 from runtime_core.journal.inspect import read_entries as read_entries
 from runtime_core.journal.inspect import verify as verify
@@ -25,9 +32,11 @@ from runtime_core.journal.sqlite import SQLiteJournal
 from runtime_core.journal.sqlite_lock import JournalLocked
 from runtime_core.journal.summary import summarize
 
-__all__ = ["ENTRY_TYPES", "Incident", "JournalEntry", "JournalError", "JournalLocked",
+__all__ = ["ENTRY_TYPES", "ImportReport", "Incident", "JournalEntry", "JournalError",
+           "JournalLocked", "NotAReferenceJournal", "NothingToImport", "ProcessImport",
            "RewindMode", "RewindPlan", "UnknownEntry", "VerifyReport", "check_entry_type",
-           "check_new_name", "check_process", "dead_letters", "fork", "incidents",
+           "check_new_name", "check_process", "dead_letters", "fork", "import_reference",
+           "incidents",
            "parse_entry_id", "probe_servers", "process_names", "read_entries", "recent_entries",
            "rewind", "rewind_plan", "value_text", "verify"]
 

@@ -18,10 +18,11 @@ from runtime_core.control.views import (
     RewindResult,
     RunView,
 )
+from runtime_core.errors import RuntimeBaseError
 from runtime_core.events import RuntimeEvent
 
 
-class ControlError(RuntimeError):
+class ControlError(RuntimeBaseError):
     """A command could not be carried out; the message says why and what to do. ``code`` is
     the machine-readable reason the HTTP API answers with (e.g. PROCESS_NOT_FOUND)."""
 
@@ -99,6 +100,13 @@ class ControlPlane(Protocol):
         ``returned`` (to the model, with ``note``) or ``failed``."""
         ...
 
+    async def answer_elicitation(self, name: str, run_id: str, action: str, *,
+                                 content: dict[str, Any] | None = None) -> None:
+        """A run waiting for the answer to an MCP server's question (reason ``elicitation``):
+        ``accept`` with ``content`` (the values its form asks for; checked against it),
+        ``decline`` or ``cancel``. Returns once the answer is journaled and sent."""
+        ...
+
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
                               text: str = "", limit: int = 200,
@@ -137,6 +145,11 @@ class ControlPlane(Protocol):
 
     async def process_status(self, name: str) -> dict[str, Any]:
         """The process's ``status()`` dict, as JSON data."""
+        ...
+
+    async def manifest_text(self, name: str) -> str:
+        """The process's configuration now (live changes included) as a manifest's YAML text,
+        credentials as ``${VAR}`` references; NOT_SAVABLE when a manifest cannot hold it."""
         ...
 
     async def runs(self, name: str, state: str | None = None) -> list[RunView]:

@@ -111,7 +111,8 @@ class RemoteControl:
 
     # -- requests ------------------------------------------------------------------------------
     async def _call(self, method: str, path: str, *, json_body: Any = None,
-                    params: dict[str, Any] | None = None, wait: float | None = None) -> Any:
+                    params: dict[str, Any] | None = None, wait: float | None = None,
+                    text: bool = False) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             answer = await self._client.request(
@@ -130,7 +131,7 @@ class RemoteControl:
             self._back()  # no stream to say so: a good answer is the news
         if answer.status_code == 204 or not answer.content:
             return None
-        return answer.json()
+        return answer.text if text else answer.json()
 
     def _error(self, answer: httpx.Response) -> ControlError:
         try:
@@ -220,6 +221,9 @@ class RemoteControl:
     async def process_status(self, name: str) -> dict[str, Any]:
         data: dict[str, Any] = await self._call("GET", _path("processes", name))
         return data
+
+    async def manifest_text(self, name: str) -> str:
+        return str(await self._call("GET", _path("processes", name, "manifest"), text=True))
 
     async def waiting_detail(self, name: str, run_id: str) -> dict[str, Any]:
         data: dict[str, Any] = await self._call(
@@ -337,6 +341,12 @@ class RemoteControl:
         self._mutating("answer evidence")
         await self._call("POST", _path("processes", name, "runs", run_id, "evidence"),
                          json_body={"action": action, "evidence": evidence, "note": note})
+
+    async def answer_elicitation(self, name: str, run_id: str, action: str, *,
+                                 content: dict[str, Any] | None = None) -> None:
+        self._mutating("answer a server's question")
+        await self._call("POST", _path("processes", name, "runs", run_id, "elicitation"),
+                         json_body={"action": action, "content": content})
 
     async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult:
         self._mutating("rewind")

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from runtime_core.clock import Clock
+from runtime_core.errors import RuntimeBaseError
 from runtime_core.governance.config import BudgetConfig, ToolCostAnnotation
 
 
@@ -25,6 +26,18 @@ class BudgetViolation:
         what = f"; tool call {self.tool!r} was not executed" if self.tool else ""
         return (f"budget limit {self.limit} reached (limit {self.limit_value:g}){what}. "
                 "Stop calling tools and give your final answer.")
+
+
+class BudgetExceededError(RuntimeBaseError):
+    """A tool call (or model call) an autonomy budget limit stopped: the reference runtime's
+    name. The runtime does not raise it into a run: the call is not made and the model is told
+    ``str(error)`` as the tool's result (the same message). ``violation`` is the
+    BudgetViolation."""
+
+    def __init__(self, violation: BudgetViolation) -> None:
+        self.violation = violation
+        message = violation.message()
+        super().__init__(message[:1].upper() + message[1:])
 
 
 @dataclass(frozen=True, slots=True)

@@ -165,9 +165,9 @@ class IncidentBook:
 
     def __init__(self, config: IncidentConfig) -> None:
         self.config = config
-        self._fingerprint: EventFilter = compile_filter(config.fingerprint)
-        self._recovered: EventFilter | None = compile_filter(config.recovered_when) \
-            if config.recovered_when else None
+        self._fingerprint: EventFilter = compile_filter(config.fingerprint, bare_names=False)
+        self._recovered: EventFilter | None = compile_filter(
+            config.recovered_when, bare_names=False) if config.recovered_when else None
         self._incidents: dict[str, Incident] = {}
         self._current: dict[str, str] = {}  # fingerprint -> the incident that tracks it now
 

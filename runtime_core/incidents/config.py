@@ -26,7 +26,7 @@ class IncidentConfig(KeyCheckedModel):
     def _compiles(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None:
             try:
-                compile_filter(value)
+                compile_filter(value, bare_names=False)  # a typo is an error here
             except FilterError as exc:
                 raise ValueError(_located(str(info.field_name), exc)) from None
         return value

@@ -21,6 +21,8 @@ class EntryType:
     RECONCILED = "reconciled"
     CONFIG_CHANGED = "config_changed"  # a run resumed under another configuration
     EVIDENCE = "evidence"  # evidence supplied, or the reply sent back to the model, by an operator
+    ELICITATION_ASKED = "elicitation_asked"  # an MCP server asked the operator a question
+    ELICITATION_ANSWERED = "elicitation_answered"  # the answer sent back (or the timeout's)
     RUN_FINISHED = "run_finished"
     DEAD_LETTERED = "dead_lettered"
     REDELIVERED = "redelivered"
@@ -33,6 +35,7 @@ class EntryType:
     SECRET_ACCESS = "secret_access"
     REWIND = "rewind"  # the state restored; the entries it skipped stay in the journal
     FORKED = "forked"  # the first entry of a process forked from another one's history
+    IMPORTED = "imported"  # the first entry of a process imported from a reference journal
     INCIDENT = "incident"  # an incident opened, changed or got a run: its snapshot after
     SHUTDOWN = "shutdown"  # a service shutdown sealed the journal: the next start takes back
     # what was queued or running (nothing after it is journaled by that process object)

@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from runtime_core.errors import RuntimeBaseError
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.triggers.base import DELIVERY_KEY
 
@@ -30,8 +31,8 @@ DELIVERY_KEEP_SECONDS = 7 * 24 * 3600.0
 MAX_DELIVERY_KEY = 1000
 
 
-class JournalError(RuntimeError):
-    """The journal could not be read or written."""
+class JournalError(RuntimeBaseError):
+    """The journal could not be read or written (a RuntimeError)."""
 
 
 def to_json(value: Any, where: str) -> str:

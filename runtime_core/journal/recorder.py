@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from runtime_core.agent.attachments import without_bytes
 from runtime_core.agent.model import ModelTurn, ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
@@ -125,7 +126,8 @@ class ProcessRecorder:
         if self.full or turn.tool_calls:
             data["reply"] = (turn.reply or "")[:REPLY_LIMIT]
         if self.full and prompt is not None:  # the audit level keeps what the model was shown
-            data["prompt"] = [{**m, "content": str(m.get("content", ""))[:REPLY_LIMIT]}
+            data["prompt"] = [{**without_bytes(m),
+                               "content": str(m.get("content", ""))[:REPLY_LIMIT]}
                               for m in prompt]
         self.submit(EntryType.MODEL_USAGE, data, run_id=run_id)
 
@@ -140,11 +142,16 @@ class ProcessRecorder:
 
     async def tool_result(self, run_id: str, step: int, call: ToolCall, effect: str,
                           result: str, ok: bool, updates: dict[str, Any],
-                          artifacts: list[dict[str, Any]] | None = None) -> None:
+                          artifacts: list[dict[str, Any]] | None = None, *,
+                          attachments: list[dict[str, Any]] | None = None) -> None:
+        """``attachments``: the binary content the tool returned, in its journal form (the
+        bytes only of small content; digest and size always)."""
         data: dict[str, Any] = {"step": step, "tool": call.name, "call_id": call.call_id,
                                 "ok": ok, "result": result[:RESULT_LIMIT], "updates": updates}
         if artifacts:
             data["artifacts"] = artifacts
+        if attachments:
+            data["attachments"] = attachments
         if effect == "write":
             await self.append(EntryType.TOOL_RESULT, data, run_id=run_id)
         else:
@@ -170,6 +177,29 @@ class ProcessRecorder:
 
     async def reconciled(self, run_id: str, data: dict[str, Any]) -> None:
         await self.append(EntryType.RECONCILED, data, run_id=run_id)
+
+    def sampling_turn(self, run_id: str, step: int, turn_index: int, turn: ModelTurn,
+                      server: str, tool: str, prompt: list[Message]) -> None:
+        """A model turn an MCP server asked for during tool call ``step`` (sampling): a model
+        turn like the run's own, marked so replay counts it without making it history."""
+        data: dict[str, Any] = {
+            "step": step, "turn": turn_index, "input_tokens": turn.usage.input_tokens,
+            "output_tokens": turn.usage.output_tokens, "tool_calls": [],
+            "sampling": {"server": server, "tool": tool},
+            "reply": (turn.reply or "")[:REPLY_LIMIT]}
+        if self.full:
+            data["prompt"] = [{"role": m.get("role"),
+                               "content": str(m.get("content", ""))[:REPLY_LIMIT]}
+                              for m in prompt]
+        self.submit(EntryType.MODEL_USAGE, data, run_id=run_id)
+
+    async def elicitation_asked(self, run_id: str, data: dict[str, Any]) -> None:
+        """An MCP server's question for the operator; the run waits for the answer."""
+        await self.append(EntryType.ELICITATION_ASKED, data, run_id=run_id)
+
+    async def elicitation_answered(self, run_id: str, data: dict[str, Any]) -> None:
+        """The answer sent back to the server (durable before it is sent)."""
+        await self.append(EntryType.ELICITATION_ANSWERED, data, run_id=run_id)
 
     def run_finished(self, run_id: str, event_id: str, state: str, reason: str, error: str,
                      reply: str, event_done: bool, messages: list[Message]) -> None:

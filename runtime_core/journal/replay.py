@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_core.agent.attachments import ATTACHMENTS_KEY
 from runtime_core.agent.model import ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
@@ -79,6 +80,7 @@ class UnknownWrite:
     args: dict[str, Any]
     idempotency_key: str
     origin: dict[str, Any] = field(default_factory=dict)  # e.g. its MCP server, idempotent
+    cause: str = ""  # why its answer never came (a lost connection, a timeout); "" after a crash
 
 
 @dataclass(slots=True)
@@ -122,6 +124,7 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
     turn_calls: list[ToolCall] = []
     settled: dict[str, Message] = {}  # call_id -> tool message
     intents: dict[str, dict[str, Any]] = {}  # call_id -> intent data
+    causes: dict[str, str] = {}  # call_id -> why a live run parked on it (run_waiting)
 
     def close_turn() -> None:
         """Append the finished turn's tool messages in call order."""
@@ -132,12 +135,18 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
     for entry in entries:
         d = entry.data
         kind = entry.entry_type
+        if kind == EntryType.MODEL_USAGE and d.get("sampling"):  # a server's, inside a call:
+            out.model_calls += 1  # counted against the budget, never part of the history
+            out.output_chars += len(d.get("reply") or "")
+            continue
         if kind == EntryType.RUN_STARTED and isinstance(d.get("identity"), dict):
             out.identity = dict(d["identity"])
         elif kind == EntryType.RUN_WAITING and d.get("reason") == "missing_completion_evidence":
             out.final_reply = str(d.get("reply", ""))
             out.missing = str(d.get("missing", ""))
             out.waiting_evidence = True
+        elif kind == EntryType.RUN_WAITING and d.get("call_id") and d.get("cause"):
+            causes[str(d["call_id"])] = str(d["cause"])
         elif kind == EntryType.EVIDENCE:
             apply_evidence(out, d)
         if kind == EntryType.MODEL_USAGE:
@@ -167,6 +176,9 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
                 INTERRUPTED_READ)
             settled[d["call_id"]] = {"role": "tool", "tool_call_id": d["call_id"],
                                      "name": d.get("tool", ""), "content": content}
+            kept = [a for a in d.get("attachments") or () if isinstance(a, dict) and "data" in a]
+            if kept:  # small binary content is journaled whole: the model sees it again
+                settled[d["call_id"]][ATTACHMENTS_KEY] = kept
             out.artifacts.extend(a for a in d.get("artifacts") or () if isinstance(a, dict))
         elif kind == EntryType.RECONCILED:
             if d.get("outcome") == "failed":
@@ -191,7 +203,8 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
             continue
         origin = {key: intent[key] for key in ORIGIN_KEYS if key in intent}
         out.unknown = UnknownWrite(step, call, dict(intent.get("args") or {}),
-                                   str(intent.get("idempotency_key", "")), origin)
+                                   str(intent.get("idempotency_key", "")), origin,
+                                   causes.get(call.call_id, ""))
         out.remaining = turn_calls[index + 1:]
         break
     return out

@@ -26,6 +26,14 @@ def summarize(entry: JournalEntry) -> str:
         ident = d.get("identity") or {}
         profile = f" ({ident.get('profile')}@{ident.get('version')})" if ident else ""
         return f"run started for event {str(d.get('event_id', ''))[:8]}{profile}"
+    if t == EntryType.MODEL_USAGE and isinstance(d.get("sampling"), dict):
+        server = d["sampling"].get("server", "")
+        return f"model turn {d.get('turn', '')} (sampling for {server}): " \
+               f"{_short(d.get('reply', ''), 40)}"
+    if t == EntryType.ELICITATION_ASKED:
+        return f"{d.get('server')} asks the operator: {_short(d.get('message', ''), 50)}"
+    if t == EntryType.ELICITATION_ANSWERED:
+        return f"answer to {d.get('server')}: {d.get('action')} by {d.get('actor', 'operator')}"
     if t == EntryType.MODEL_USAGE:
         calls = d.get("tool_calls") or []
         what = f"asks for {len(calls)} tool(s)" if calls else _short(d.get("reply", ""), 50)
@@ -58,6 +66,9 @@ def summarize(entry: JournalEntry) -> str:
                 f"{d.get('actor', 'operator')}")
     if t == "forked":
         return f"forked from {d.get('from_process')} at {d.get('from_entry_id')}"
+    if t == EntryType.IMPORTED:
+        return (f"imported from {d.get('source')} (process {d.get('from_process')}, "
+                f"{d.get('entries')} entries)")
     if t == EntryType.RECONCILED:
         note = f": {_short(d.get('note', ''), 60)}" if d.get("note") else ""
         return f"{d.get('tool')} reconciled {d.get('outcome')} by {d.get('actor')}{note}"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
 from runtime_core.strict import StrictModel
 
 MemoryKind = Literal["none", "in_memory", "sqlite"]
+#: The reference runtime's manifest spellings -> ours (both are accepted).
+MEMORY_ALIASES = {"max": "inject_limit", "timeout": "inject_timeout"}
 
 
 class MemoryConfig(StrictModel):
@@ -23,6 +26,27 @@ class MemoryConfig(StrictModel):
     inject_limit: Annotated[int, Field(ge=1, le=20)] = 3
     min_score: Annotated[float, Field(ge=0, le=1)] = 0.0  # share of the query's words matched
     inject_timeout: Annotated[float, Field(gt=0, le=60)] = 5.0  # a slow store never stalls a run
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reference_spellings(cls, data: Any) -> Any:
+        """A reference runtime manifest's ``memory:``: ``max`` and ``timeout`` are
+        ``inject_limit`` and ``inject_timeout``; ``auto_store: false`` is what happens here (the
+        agent stores with its remember tool), ``auto_store: true`` is not offered."""
+        if not isinstance(data, Mapping) or not (set(MEMORY_ALIASES) | {"auto_store"}) & set(
+                data):
+            return data
+        data = dict(data)
+        for alias, canonical in MEMORY_ALIASES.items():
+            if alias in data:
+                if canonical in data:
+                    raise ValueError(f"{alias} and {canonical} are two spellings of one field; "
+                                     f"give only {canonical}")
+                data[canonical] = data.pop(alias)
+        if "auto_store" in data and data.pop("auto_store") is not False:
+            raise ValueError("auto_store (storing every exchange) is not offered: the "
+                                 "agent stores what matters with its remember tool; remove it")
+        return data
 
     @property
     def enabled(self) -> bool:

@@ -15,10 +15,11 @@ from runtime_core.agent.model import Model
 from runtime_core.agent.tools import AgentTool
 from runtime_core.config import ProcessConfig
 from runtime_core.journal.entry import EntryType
-from runtime_core.lifecycle import config_field
+from runtime_core.lifecycle import ProcessState, ProcessTransition, config_field
 from runtime_core.process.core import ProcessCore
 from runtime_core.runs.executor import RunExecutor
 from runtime_core.runs.identity import ProfileStamp, config_digest
+from runtime_core.runs.server_asks import CANCEL, RunAsks
 from runtime_core.runs.services import RunServices
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,10 @@ class Assembly:
         self.tool_hooks = tool_hooks
         for server_name, server in core.config.servers.items():
             check_server(server_name, server, core.base_dir)  # ValueError: unusable entry
-        self.toolbox = McpToolbox(core.config.servers, base_dir=core.base_dir) \
-            if core.config.servers else None
+        core.lifecycle.add_listener(self._on_transition)
+        self.toolbox = McpToolbox(core.config.servers, base_dir=core.base_dir,
+                                  process=core.name, emit=core.notifier.emit,
+                                  redact=core.redact) if core.config.servers else None
 
     async def build(self) -> RunExecutor:
         """Everything a run needs for this start. MCP servers are connected here, before any
@@ -85,7 +88,7 @@ class Assembly:
         core.stamp = profile_stamp(core.name, core.config, tools)
         self._flag_config_changes(core.stamp)
         config = core.config
-        return RunExecutor(RunServices(
+        executor = RunExecutor(RunServices(
             process=core.name, model=model, tools=tools, budget=config.run_budget,
             context=core.context, conversation=core.conversation,
             instructions=lambda: core.instructions, notifier=core.notifier,
@@ -95,6 +98,18 @@ class Assembly:
             prompt_lines=[part.prompt_line for part in core.parts],
             memory_block=core.memory_block,
             completion=config.profile.completion if config.profile else None))
+        if self.toolbox is not None:  # what the servers ask during a call: the operator, the model
+            asks = RunAsks(executor.services, core.waiting, core.inflight.get)
+            for link in self.toolbox.links.values():
+                link.asks.handler = asks
+        return executor
+
+    def _on_transition(self, record: ProcessTransition) -> None:
+        """A process that stops or fails leaves no server question waiting: each is answered
+        cancel (a draining stop must not wait for an operator)."""
+        if record.to_state in (ProcessState.STOPPING, ProcessState.FAILED):
+            for question in self.core.waiting.questions():
+                question.give(CANCEL, f"process {record.to_state.value}")
 
     async def _watch_tool_call(self, name: str, args: dict[str, Any]) -> None:
         for part in self.core.parts:  # read per call: health can be switched on live

@@ -29,6 +29,7 @@ from runtime_core.runs.recovery import RecoveredRun
 from runtime_core.runs.run import Run
 from runtime_core.runs.waiting import WaitingRuns
 from runtime_core.triggers.base import TriggerEvent
+from runtime_core.triggers.config import TriggerConfig
 
 if TYPE_CHECKING:
     from runtime_core.agent.tools import AgentTool
@@ -86,6 +87,7 @@ class TriggerStatus:
     source: str  # "config" or "dynamic" (added by the agent in open mode)
     active: bool
     details: dict[str, Any] = field(default_factory=dict)  # the trigger's own (a file watch's)
+    config: TriggerConfig | None = None  # what it was made from (not part of as_dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.trigger_id, "type": self.trigger_type, "source": self.source,

@@ -1,7 +1,7 @@
 """From an event to a run: what a worker does with each event it takes. Refuse it (payload scan,
 budget, a user_prompt_submit hook: dead-lettered, not a failure), start a run (or continue one a
 crash or an operator left half-way), then settle the event: succeeded, retried with backoff,
-dead-lettered, or parked waiting for completion evidence."""
+dead-lettered, or parked waiting for completion evidence or for a write to be reconciled."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from runtime_core.governance.payload_scan import scan_payload
 from runtime_core.journal.provider import JournalError
 from runtime_core.process.core import ProcessCore
 from runtime_core.process.journaling import ProcessJournal
-from runtime_core.runs import evidence
+from runtime_core.runs import evidence, unknown_write
+from runtime_core.runs.recovery import UNKNOWN_WRITE_OUTCOME
 from runtime_core.runs.run import ResumePoint, Run, RunState, render_event_message
 from runtime_core.triggers.base import TriggerEvent
 
@@ -51,8 +52,8 @@ class Dispatch:
         except asyncio.CancelledError:
             self._cancelled(run)
             raise
-        if run.state is RunState.WAITING:  # a final reply without its completion evidence
-            await self._park_for_evidence(run)
+        if run.state is RunState.WAITING:  # no completion evidence, or a write's outcome unknown
+            await self._park(run)
             return
         await self._settle(run)
 
@@ -160,18 +161,27 @@ class Dispatch:
                 state=run.state.value, reason=run.reason, error=run.error,
                 reply=run.reply[:500], duration_ms=run.duration_ms))
 
-    async def _park_for_evidence(self, run: Run) -> None:
-        """The run waits for an operator: its event stays accepted, nothing is retried. It is
-        listed as waiting (with its detail) before the journal write is awaited, so no reader
-        sees a waiting run it cannot open; an answer is journaled after this entry anyway."""
+    async def _park(self, run: Run) -> None:
+        """The run waits for an operator: its event stays accepted, nothing is retried (a write
+        whose outcome is unknown is never dispatched again). It is listed as waiting (with its
+        detail) before the journal write is awaited, so no reader sees a waiting run it cannot
+        open; an answer is journaled after this entry anyway."""
         core = self.core
         core.inflight.pop(run.run_id, None)
-        core.waiting.add(evidence.parked(run))
+        if run.waiting_reason == UNKNOWN_WRITE_OUTCOME:
+            waiting = unknown_write.parked(run)
+            assert waiting.rebuild.unknown is not None
+            step, tool = waiting.rebuild.unknown.step, waiting.rebuild.unknown.call.name
+            entry = unknown_write.waiting_entry(run)
+        else:
+            waiting, step, tool = evidence.parked(run), run.last_step, ""
+            entry = evidence.waiting_entry(run)
+        core.waiting.add(waiting)
         if core.recorder is not None:
             try:
-                await core.recorder.run_waiting(run.run_id, run.last_step, "",
-                                                run.waiting_reason, **evidence.waiting_entry(run))
+                await core.recorder.run_waiting(run.run_id, step, tool, run.waiting_reason,
+                                                **entry)
             except JournalError:
-                log.critical("process %s: could not journal that run %s waits for evidence",
-                             core.name, run.run_id, exc_info=True)
+                log.critical("process %s: could not journal that run %s waits (%s)",
+                             core.name, run.run_id, run.waiting_reason, exc_info=True)
         self.journal.checkpoint_soon()

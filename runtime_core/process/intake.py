@@ -28,6 +28,12 @@ class Intake:
         self.core = core
         self._resume = resume  # the facade's resume(), for an idle-suspended process
 
+    def availability(self) -> tuple[str, str | None]:
+        """The process's state and why it refuses events now (None: it takes them)."""
+        refusal = self.core.refusal()
+        reason = (self.core.refusal_detail() or refusal) if refusal is not None else None
+        return self.core.state.value, reason
+
     async def _wake(self, why: str) -> None:
         if self.core.idle_suspended:
             await self._resume(why)

@@ -1,10 +1,13 @@
 """What an operator answers for runs that wait: a write whose outcome is unknown is reconciled
 (applied, not applied, failed); a reply waiting for completion evidence gets evidence, goes back
-to the model with a note, or fails. Each answer is journaled before it takes effect; a finished
-run is never reopened."""
+to the model with a note, or fails; an MCP server's question (elicitation) is accepted with the
+values its form asks for, declined or cancelled. Each answer is journaled before it takes
+effect; a finished run is never reopened."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,6 +17,9 @@ from runtime_core.process.journaling import ProcessJournal
 from runtime_core.runs import evidence
 from runtime_core.runs.recovery import RecoveredRun, stored_letter
 from runtime_core.runs.run import RunState
+from runtime_core.runs.server_asks import checked_answer
+
+SETTLE_WAIT = 10.0  # seconds an answer waits to be journaled and sent before returning
 
 
 class Operator:
@@ -47,8 +53,8 @@ class Operator:
                              "be reconciled: supply_evidence(), return_to_model() or "
                              "fail_waiting_run()")
         decision = core.waiting.decision(run_id, outcome, result, note, actor)
-        assert core.recorder is not None  # only a journaled process has waiting runs
-        await core.recorder.reconciled(run_id, decision)
+        if core.recorder is not None:  # a run parked live may belong to an unjournaled one
+            await core.recorder.reconciled(run_id, decision)
         settled = core.waiting.settle(run_id, decision)
         if outcome == "failed":
             self.journal.finish_failed(settled)
@@ -83,6 +89,18 @@ class Operator:
         core.delivery.succeeded(run.event)  # settled by the operator: not a dead letter
         core.recent_runs.append(run)
         self.journal.checkpoint_soon()
+
+    async def answer_question(self, run_id: str, action: str, content: Any, *,
+                              actor: str) -> None:
+        """Answer the MCP server's question ``run_id`` waits on: ``accept`` with values for
+        its form (checked against it: FormError names each bad field), ``decline`` or
+        ``cancel``. Returns once the answer is journaled and on its way to the server."""
+        question = self.core.waiting.question(run_id)
+        if not question.give(checked_answer(question, action, content), actor):
+            raise ValueError(f"run {run_id}'s question was answered already")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SETTLE_WAIT):
+                await question.settled.wait()
 
     def _evidence_wait(self, run_id: str) -> RecoveredRun:
         finished = next((r for r in self.core.recent_runs if r.run_id == run_id), None)

@@ -90,7 +90,7 @@ class AgentProcess:
         self._intake = Intake(core, self.resume)
         self._triggers = TriggerSet(
             name, cfg.triggers, clock=clock, event_bus=core.bus, broker=core.broker,
-            accept_pulled=self._intake.accept_pulled, accept_pushed=self._intake.accept_pushed,
+            intake=self._intake,
             dead_letter=lambda event, reason: core.delivery.dead_letter(event, reason, "", 0))
         self._dispatch = Dispatch(core, self._journal,
                                   lambda why, error: self._supervisor.enter_failed(why, error))
@@ -364,12 +364,10 @@ class AgentProcess:
                                          with_triggers=with_triggers)
 
     # -- runs that wait for an operator (process/operator.py) ----------------------------------
-    def waiting_runs(self) -> list[Run]:
-        """Runs that wait for an operator, e.g. a write whose outcome a crash left unknown."""
+    def waiting_runs(self) -> list[Run]:  # a write left unknown, evidence, a server's question
         return self._core.waiting.runs()
 
-    def waiting_detail(self, run_id: str) -> dict[str, Any]:
-        """What an operator needs to reconcile ``run_id``: the tool, its arguments and key."""
+    def waiting_detail(self, run_id: str) -> dict[str, Any]:  # what an operator decides on
         return self._core.waiting.detail(run_id)
 
     async def reconcile(self, run_id: str, outcome: str, *, result: Any = None, note: str = "",
@@ -381,8 +379,7 @@ class AgentProcess:
     async def supply_evidence(self, run_id: str, evidence_data: Any, *,
                               kind: str = "verification", links: list[str] | None = None,
                               note: str = "", actor: str = "operator") -> None:
-        """Evidence for the run's latest action (evidence for an earlier one is refused as
-        stale); the run is judged again."""
+        """Evidence for the run's latest action (an earlier one's is stale); judged again."""
         await self._operator.answer(run_id, "supplied", evidence_data, kind=kind, links=links,
                                     note=note, actor=actor)
 
@@ -391,9 +388,12 @@ class AgentProcess:
         await self._operator.answer(run_id, "returned", note=note, actor=actor)
 
     async def fail_waiting_run(self, run_id: str, note: str = "", *,
-                               actor: str = "operator") -> None:
-        """End a run waiting for evidence as failed (reason ``operator``)."""
+                               actor: str = "operator") -> None:  # evidence: fail (operator)
         await self._operator.answer(run_id, "failed", note=note, actor=actor)
+
+    async def answer_elicitation(self, run_id: str, action: str, content: Any = None, *,
+                                 actor: str = "operator") -> None:  # accept, decline, cancel
+        await self._operator.answer_question(run_id, action, content, actor=actor)
 
     def __repr__(self) -> str:
         return (f"AgentProcess(name={self.name!r}, state={self.state.value!r}, "

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock
@@ -21,8 +21,17 @@ from runtime_core.triggers.registry import create_trigger, trigger_id_for
 
 log = logging.getLogger(__name__)
 
-PullAccept = Callable[[TriggerEvent], Awaitable[None]]
 DeadLetterFn = Callable[[TriggerEvent, str], None]
+
+
+class EventIntake(Protocol):
+    """The road in the triggers hand their events to (the process's Intake)."""
+
+    async def accept_pulled(self, event: TriggerEvent) -> None: ...
+
+    async def accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]: ...
+
+    def availability(self) -> tuple[str, str | None]: ...
 
 
 @dataclass(slots=True)
@@ -42,16 +51,16 @@ class TriggerSet:
         clock: Clock,
         event_bus: EventBus,
         broker: MessageBroker,
-        accept_pulled: PullAccept,
-        accept_pushed: AcceptFn,
+        intake: EventIntake,
         dead_letter: DeadLetterFn,
     ) -> None:
         self.process = process
         self.clock = clock
         self.bus = event_bus
         self.broker = broker
-        self._accept_pulled = accept_pulled
-        self._accept_pushed = accept_pushed
+        self._accept_pulled = intake.accept_pulled
+        self._accept_pushed = intake.accept_pushed
+        self._availability = intake.availability
         self._dead_letter = dead_letter
         self.configs: dict[str, TriggerConfig] = {}
         for config in configs:
@@ -86,6 +95,9 @@ class TriggerSet:
             active.listener = asyncio.create_task(
                 self._listen(trigger_id, active), name=f"{self.process}-trigger-{trigger_id}")
         else:
+            check = getattr(trigger, "set_availability_check", None)
+            if callable(check):  # e.g. a webhook's GET /health: 503 while the process refuses
+                check(self._availability)
             await trigger.start(self._push_filter(active))
         self.active[trigger_id] = active
 
@@ -201,5 +213,5 @@ class TriggerSet:
             status = getattr(active.trigger, "status", None) if active else None
             out.append(TriggerStatus(
                 trigger_id, config.type, "dynamic" if trigger_id in self.dynamic else "config",
-                active is not None, dict(status()) if callable(status) else {}))
+                active is not None, dict(status()) if callable(status) else {}, config))
         return tuple(out)

@@ -4,6 +4,7 @@ Each cycle asks the model for one turn, then either takes its final reply or run
 tools one after another (runs/tool_step.py). Budgets (elapsed seconds, model calls, tool calls,
 output characters) are checked independently. A final reply completes the run only when the
 profile's completion evaluator accepts its evidence; otherwise the run waits for an operator.
+A write tool whose answer never came parks the run too (runs/unknown_write.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import time
 from typing import Any
 
+from runtime_core.agent.attachments import ATTACHMENTS_KEY, Attachment
 from runtime_core.agent.model import ModelRequest, ModelTurn, ToolCall, ToolSpec
 from runtime_core.context import Message
 from runtime_core.events import RunStep
@@ -38,11 +40,16 @@ from runtime_core.runs.run import (
 )
 from runtime_core.runs.services import RunServices
 from runtime_core.runs.tool_step import ToolStep
+from runtime_core.runs.unknown_write import WriteOutcomeUnknown, park
 
 
-def _tool_message(call: ToolCall, observation: str) -> Message:
-    return {"role": "tool", "tool_call_id": call.call_id, "name": call.name,
-            "content": observation}
+def _tool_message(call: ToolCall, observation: str,
+                  attachments: list[Attachment] | None = None) -> Message:
+    message: Message = {"role": "tool", "tool_call_id": call.call_id, "name": call.name,
+                        "content": observation}
+    if attachments:  # images and other binary content, for a model that accepts them
+        message[ATTACHMENTS_KEY] = [a.to_message() for a in attachments]
+    return message
 
 
 def _cancelled(run: Run) -> None:
@@ -126,6 +133,9 @@ class RunExecutor:
         except asyncio.CancelledError:
             _cancelled(run)
             raise
+        except WriteOutcomeUnknown as parked:  # waits for an operator, as after a crash
+            park(run, parked, messages[base:])
+            return run
         except RunFailure as failure:
             run.state = RunState.FAILED
             run.reason = failure.reason.value
@@ -181,11 +191,15 @@ class RunExecutor:
 
     async def _tools(self, run: Run, messages: list[Message], started: float, step: int,
                      calls: list[ToolCall] | tuple[ToolCall, ...]) -> int:
-        for call in calls:
+        for index, call in enumerate(calls):
             step += 1
             run.last_step = step
-            observation = await self._tool_step.run(run, call, step, started)
-            messages.append(_tool_message(call, observation))
+            try:
+                observation, attachments = await self._tool_step.run(run, call, step, started)
+            except WriteOutcomeUnknown as parked:  # the turn's later calls run once reconciled
+                parked.remaining = list(calls[index + 1:])
+                raise
+            messages.append(_tool_message(call, observation, attachments))
         return step
 
     async def _loop(self, run: Run, messages: list[Message], started: float, step: int,

@@ -18,6 +18,7 @@ from runtime_core.runs.completion import Artifact
 from runtime_core.triggers.base import TriggerEvent
 
 if TYPE_CHECKING:
+    from runtime_core.journal.replay import UnknownWrite
     from runtime_core.runs.identity import RunIdentity
 
 
@@ -85,7 +86,7 @@ class Run:
     config_changed: str = ""  # "old -> new" digest when resumed under another configuration
     artifacts: list[Artifact] = field(default_factory=list)  # completion evidence, step order
     missing_evidence: str = ""  # why the completion evaluator is not satisfied yet
-    pending: ResumePoint | None = None  # where a run waiting for evidence would continue
+    pending: ResumePoint | None = None  # where a waiting run (evidence, a write) would continue
     last_step: int = 0
 
     @property
@@ -127,6 +128,7 @@ class ResumePoint:
     artifacts: list[Artifact] = field(default_factory=list)
     final_reply: str | None = None  # the reply that waited for evidence
     note: str | None = None  # an operator's note sending that reply back to the model
+    unknown: UnknownWrite | None = None  # the write a live run parked on, its outcome unknown
 
 
 class RunFailure(Exception):

@@ -2,7 +2,8 @@
 arguments), invoke it (its intent durable first), then settle it (result, context updates and
 artifacts in one journal entry; events and messages it sent delivered only if it succeeded).
 
-A refusal or a raising tool is an observation for the model, never a failed run."""
+A refusal or a raising tool is an observation for the model, never a failed run. A write whose
+answer never came (``OutcomeUnknown``) is the exception: the run parks (runs/unknown_write.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,16 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_core import crashpoints
+from runtime_core.agent.attachments import Attachment
 from runtime_core.agent.model import ToolCall
-from runtime_core.agent.tools import AgentTool, ToolContext
+from runtime_core.agent.tools import AgentTool, OutcomeUnknown, ToolContext
+from runtime_core.events import ToolProgress
 from runtime_core.journal.provider import JournalError
 from runtime_core.runs.completion import Artifact, Verifier
+from runtime_core.runs.progress import ProgressReporter
 from runtime_core.runs.run import FailureReason, Run, RunFailure, StepRecord, time_left
 from runtime_core.runs.services import RunServices
+from runtime_core.runs.unknown_write import WriteOutcomeUnknown, interrupted_read, unknown_write
 
 OBSERVATION_CHARS = 4000
 
@@ -50,20 +55,43 @@ class ToolStep:
         self.verifier = verifier
         self.emit_step = emit_step
 
-    async def run(self, run: Run, call: ToolCall, step: int, started: float) -> str:
-        """Run ``call`` as step ``step``; returns what the model reads back."""
+    async def run(self, run: Run, call: ToolCall, step: int, started: float
+                  ) -> tuple[str, list[Attachment]]:
+        """Run ``call`` as step ``step``; returns what the model reads back, and the binary
+        content (images...) the tool returned with it."""
         t0 = time.perf_counter()
         try:
             tool, args = await self._check(run, call, step)
         except _Refused as refused:
-            return self._refusal(run, call, step, t0, str(refused))
+            return self._refusal(run, call, step, t0, str(refused)), []
         run.tool_calls += 1
         if self.s.watch_tool_call is not None:
             await self.s.watch_tool_call(call.name, args)
         ctx = ToolContext(self.s.process, run.run_id, step, run.event,
                           self.s.context.state_snapshot(), secrets=self._secret_getter())
-        ok, text = await self._invoke(run, call, step, started, tool, args, ctx)
-        return await self._settle(run, call, step, t0, tool, args, ctx, ok, text)
+        reporter = ctx.on_progress = self._progress(run, call, step)
+        try:
+            ok, text = await self._invoke(run, call, step, started, tool, args, ctx)
+        except WriteOutcomeUnknown as parked:  # shown on the run's steps; the run waits
+            record = StepRecord(step, "tool", name=call.name, args=call.args, ok=False,
+                                result=f"outcome unknown: {parked.unknown.cause}; the run "
+                                "waits for an operator to reconcile it",
+                                duration_ms=(time.perf_counter() - t0) * 1000.0)
+            run.steps.append(record)
+            self.emit_step(run, record)
+            raise
+        finally:
+            reporter.close()
+        text = await self._settle(run, call, step, t0, tool, args, ctx, ok, text)
+        return text, list(ctx.attachments) if ok else []
+
+    def _progress(self, run: Run, call: ToolCall, step: int) -> ProgressReporter:
+        """Progress of this call, shown on the running step in the room."""
+        def make(progress: float, total: float | None, message: str) -> ToolProgress:
+            return ToolProgress(process=self.s.process, run_id=run.run_id, step=step,
+                                tool=call.name, progress=progress, total=total,
+                                message=self.s.redact(message))
+        return ProgressReporter(make, self.s.notifier.emit)
 
     async def _check(self, run: Run, call: ToolCall, step: int
                      ) -> tuple[AgentTool, dict[str, Any]]:
@@ -117,6 +145,12 @@ class ToolStep:
             raise RunFailure(
                 FailureReason.BUDGET, f"elapsed budget of {self.s.budget.max_seconds:g} s "
                 f"used up in tool {call.name!r}") from None
+        except OutcomeUnknown as exc:  # the call was cut off: a write may have taken effect
+            cause = self.s.redact(str(exc) or type(exc).__name__)
+            if tool.effect == "write":
+                raise unknown_write(call, step, ctx.idempotency_key, tool.journal_info,
+                                    cause) from None
+            ok, text = False, interrupted_read(cause)
         except Exception as exc:  # a failing tool is an observation, not a failed run
             ok, text = False, f"error: {type(exc).__name__}: {exc}"
         else:
@@ -139,9 +173,10 @@ class ToolStep:
         artifacts = self._artifacts(run, step, call, tool.effect, ctx, text) if ok else []
         if self.s.recorder is not None:
             try:  # result, context updates and the artifacts it produced in one entry
-                await self.s.recorder.tool_result(run.run_id, step, call, tool.effect,
-                                                  observation(text), ok, updates,
-                                                  [a.to_dict() for a in artifacts])
+                await self.s.recorder.tool_result(
+                    run.run_id, step, call, tool.effect, observation(text), ok, updates,
+                    [a.to_dict() for a in artifacts],
+                    attachments=[a.to_journal() for a in ctx.attachments] if ok else None)
             except JournalError as exc:
                 raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
             crashpoints.reached("tool_result")

@@ -1,18 +1,23 @@
-"""Runs that wait for an operator: a write whose outcome a crash left unknown.
+"""Runs that wait for an operator: a write whose outcome a crash left unknown, and runs whose
+tool call waits for the answer to an MCP server's question (runs/server_asks.py).
 
 They are never dispatched again on their own. An operator (or a connector that can check the
-outside system) reconciles each one: applied, not applied, or failed."""
+outside system) reconciles each one: applied, not applied, or failed; a question is answered:
+accept, decline or cancel."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime_core.events import EventNotifier, RunWaiting
 from runtime_core.journal.replay import reconciled_observation
 from runtime_core.runs.evidence import evidence_detail
 from runtime_core.runs.recovery import RecoveredRun
 from runtime_core.runs.run import Run, RunState
+
+if TYPE_CHECKING:
+    from runtime_core.runs.server_asks import Question
 
 OUTCOMES = ("applied", "not_applied", "failed")
 
@@ -22,9 +27,10 @@ class WaitingRuns:
         self.process = process
         self.notifier = notifier
         self._runs: dict[str, RecoveredRun] = {}
+        self._questions: dict[str, Question] = {}  # run id -> the server's question it awaits
 
     def __len__(self) -> int:
-        return len(self._runs)
+        return len(self._runs) + len(self._questions)
 
     def add(self, waiting: RecoveredRun) -> None:
         self._runs[waiting.run.run_id] = waiting
@@ -36,7 +42,37 @@ class WaitingRuns:
         ))
 
     def runs(self) -> list[Run]:
-        return [w.run for w in self._runs.values()]
+        return [*(w.run for w in self._runs.values()), *(q.run for q in self._questions.values())]
+
+    # -- questions of MCP servers (the run's tool call is open meanwhile) ---------------------
+    def ask(self, question: Question) -> None:
+        run = question.run
+        self._questions[run.run_id] = question
+        self.notifier.emit(RunWaiting(process=self.process, run_id=run.run_id,
+                                      event_id=run.event.event_id, reason=run.waiting_reason,
+                                      tool=question.ask.call.tool))
+
+    def forget(self, run_id: str, question: Question) -> None:
+        if self._questions.get(run_id) is question:
+            del self._questions[run_id]
+
+    def question(self, run_id: str) -> Question:
+        question = self._questions.get(run_id)
+        if question is None:
+            if run_id in self._runs:
+                raise ValueError(f"run {run_id} waits for an operator's reconciliation or "
+                                 "evidence, not for the answer to a server's question")
+            self._unknown(run_id)
+        assert question is not None
+        return question
+
+    def questions(self) -> list[Question]:
+        return list(self._questions.values())
+
+    def _unknown(self, run_id: str) -> None:
+        known = ", ".join([*self._runs, *self._questions]) or "none"
+        raise KeyError(f"process {self.process!r} has no run {run_id!r} waiting "
+                       f"(waiting runs: {known})")
 
     def pop(self, run_id: str) -> RecoveredRun:
         return self._runs.pop(run_id)
@@ -44,14 +80,21 @@ class WaitingRuns:
     def get(self, run_id: str) -> RecoveredRun:
         waiting = self._runs.get(run_id)
         if waiting is None:
-            known = ", ".join(self._runs) or "none"
-            raise KeyError(f"process {self.process!r} has no run {run_id!r} waiting "
-                           f"(waiting runs: {known})")
+            question = self._questions.get(run_id)
+            if question is not None:
+                raise KeyError(f"run {run_id} waits for the answer to a question from MCP "
+                               f"server {question.ask.server!r}: answer it (accept, decline or "
+                               "cancel), there is nothing to reconcile")
+            self._unknown(run_id)
+        assert waiting is not None
         return waiting
 
     def detail(self, run_id: str) -> dict[str, Any]:
         """What an operator needs to decide: the tool, its arguments and idempotency key (or,
         for a reply waiting for evidence, what is missing and the artifacts so far)."""
+        question = self._questions.get(run_id)
+        if question is not None:
+            return question.detail()
         waiting = self.get(run_id)
         if waiting.rebuild.waiting_evidence:
             return evidence_detail(waiting)
@@ -65,6 +108,7 @@ class WaitingRuns:
             "step": unknown.step if unknown else 0,
             "idempotency_key": unknown.idempotency_key if unknown else "",
             **(unknown.origin if unknown else {}),
+            **({"cause": unknown.cause} if unknown and unknown.cause else {}),
         }
 
     def decision(self, run_id: str, outcome: str, result: Any, note: str, actor: str

@@ -83,6 +83,10 @@ class AcceptResult(str, enum.Enum):
 #: process's responsibility now; for the others the sender keeps it (e.g. HTTP 503).
 AcceptFn = Callable[[TriggerEvent], Awaitable[tuple[AcceptResult, str]]]
 
+#: ``availability()`` -> (the process's state, why it refuses events now or None): a push
+#: trigger's health check (a webhook's ``GET /health`` answers 503 while it refuses).
+AvailabilityFn = Callable[[], tuple[str, str | None]]
+
 
 @runtime_checkable
 class PushTrigger(Protocol):

@@ -7,20 +7,48 @@ modules happen to be imported, and never first when the trigger fires."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from runtime_core.strict import StrictModel
 from runtime_core.triggers.cron import validate_cron
+from runtime_core.triggers.custom import (
+    BUILTIN_TRIGGER_TYPES,
+    custom_trigger_type,
+    registered_trigger_types,
+)
 from runtime_core.triggers.filters import compile_filter
 from runtime_core.triggers.signatures.keys import SCHEME_NAMES, hmac_key
 
 HEALTH_PATH = "/health"  # the webhook server's own health check
 
-TRIGGER_TYPES = ("cron", "interval", "webhook", "file_watch", "event", "message", "manual")
+TRIGGER_TYPES = BUILTIN_TRIGGER_TYPES  # and the custom types registered (triggers.custom)
 FILE_WATCH_CHANGES = ("added", "modified", "deleted")
+#: The reference runtime's spellings of trigger fields -> ours (the canonical names). Either is
+#: accepted; configs, dumps and docs use ours.
+TRIGGER_ALIASES: dict[str, str] = {
+    "cron_timezone": "timezone",
+    "watch_patterns": "patterns",
+    "watch_debounce_seconds": "debounce",
+}
+#: The reference's file_watch changes -> ours (a move is the old path deleted, the new added).
+WATCH_EVENT_ALIASES: dict[str, tuple[str, ...]] = {
+    "created": ("added",),
+    "moved": ("added", "deleted"),
+}
+#: The fields of a custom (registered) trigger type.
+CUSTOM_FIELDS = ("custom_config",)
 
 #: Which fields each trigger type uses (besides type and filter_expression).
 TRIGGER_FIELDS: dict[str, tuple[str, ...]] = {
@@ -71,6 +99,66 @@ class TriggerConfig(StrictModel):
     event_type: str | None = None
     event_source: str | None = None
     topic: str | None = None
+    # a custom trigger type (register_trigger_type): its own settings, as JSON data
+    custom_config: dict[str, Any] = Field(default_factory=dict)
+    # The ``${VAR}`` references hmac_secret was written with in a manifest (its value is read
+    # when the manifest loads), so the config can be saved as a manifest without the value.
+    _secret_references: tuple[str, ...] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reference_spellings(cls, data: Any) -> Any:
+        """``cron_timezone``, ``watch_patterns``, ``watch_debounce_seconds`` (the reference
+        runtime's names) mean ``timezone``, ``patterns``, ``debounce``; ``watch_events`` may
+        say ``created`` (``added``) and ``moved`` (``added`` and ``deleted``)."""
+        if not isinstance(data, Mapping):
+            return data
+        found = [alias for alias in TRIGGER_ALIASES if alias in data]
+        events = data.get("watch_events")
+        renamed = isinstance(events, list) and any(
+            isinstance(e, str) and e in WATCH_EVENT_ALIASES for e in events)
+        if not found and not renamed:
+            return data
+        data = dict(data)
+        for alias in found:
+            canonical = TRIGGER_ALIASES[alias]
+            if canonical in data:
+                raise ValueError(f"{alias} and {canonical} are two spellings of one field; "
+                                 f"give only {canonical}")
+            data[canonical] = data.pop(alias)
+        if renamed:
+            assert isinstance(events, list)
+            spelled: list[Any] = []
+            for change in events:
+                for ours in WATCH_EVENT_ALIASES.get(change, (change,)) \
+                        if isinstance(change, str) else (change,):
+                    if ours not in spelled:
+                        spelled.append(ours)
+            data["watch_events"] = spelled
+        return data
+
+    # The reference runtime's attribute names, for code ported from it (read only).
+    @property
+    def cron_timezone(self) -> str | None:
+        return self.timezone
+
+    @property
+    def watch_patterns(self) -> list[str]:
+        return self.patterns
+
+    @property
+    def watch_debounce_seconds(self) -> float:
+        return self.debounce
+
+    @field_validator("custom_config")
+    @classmethod
+    def _json_data(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"custom_config must be JSON data (strings, numbers, true/false, "
+                             f"null, lists and mappings): {exc}") from None
+        return value
 
     @field_validator("hmac_secret", mode="before")
     @classmethod
@@ -129,16 +217,21 @@ class TriggerConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check_type_and_fields(self) -> TriggerConfig:
-        if self.type not in TRIGGER_TYPES:
+        custom = self.type not in TRIGGER_TYPES
+        if custom and custom_trigger_type(self.type) is None:
             raise ValueError(
-                f"unknown trigger type {self.type!r}; choose from {', '.join(TRIGGER_TYPES)}"
+                f"unknown trigger type {self.type!r}; choose from "
+                f"{', '.join(registered_trigger_types())}, or register it "
+                "(register_trigger_type(), imported by a module the manifest lists under "
+                "plugins:)"
             )
-        allowed = set(TRIGGER_FIELDS[self.type]) | {"type", "filter_expression"}
+        allowed = set(trigger_fields(self.type)) | {"type", "filter_expression"}
         stray = sorted(set(self.model_fields_set) - allowed)
         if stray:
             valid = ", ".join(sorted(allowed))
+            kind = f"custom '{self.type}'" if custom else f"'{self.type}'"
             raise ValueError(
-                f"{', '.join(stray)} does not apply to a '{self.type}' trigger "
+                f"{', '.join(stray)} does not apply to a {kind} trigger "
                 f"(its fields: {valid})"
             )
         needed = _REQUIRED.get(self.type)
@@ -162,11 +255,26 @@ class TriggerConfig(StrictModel):
             compile_filter(self.filter_expression)
         return self
 
+    def remember_secret_references(self, references: list[str]) -> None:
+        """Record the ``${VAR}`` text hmac_secret was written as (one per secret)."""
+        self._secret_references = tuple(references)
+
+    def secret_references(self) -> tuple[str, ...] | None:
+        """The ``${VAR}`` text of each hmac_secret, when the config was read from a manifest
+        that wrote them so; None otherwise."""
+        refs = self._secret_references
+        return refs if refs is not None and len(refs) == len(self.secrets()) else None
+
     def secrets(self) -> list[SecretStr]:
         """``hmac_secret`` as a list: [] when unsigned, newest first while rotating."""
         if self.hmac_secret is None:
             return []
         return self.hmac_secret if isinstance(self.hmac_secret, list) else [self.hmac_secret]
+
+
+def trigger_fields(kind: str) -> tuple[str, ...]:
+    """The fields a trigger of type ``kind`` uses besides type and filter_expression."""
+    return TRIGGER_FIELDS.get(kind, CUSTOM_FIELDS)
 
 
 def check_sources(sources: list[str] | None) -> None:

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BACKLOG = 1000
 #: How long stop() waits for the watcher thread to notice the stop event before cancelling it.
 STOP_TIMEOUT = 5.0
+#: Our change names -> the reference runtime's (its payload's ``event_type``).
+REFERENCE_CHANGE_NAMES = {"added": "created", "modified": "modified", "deleted": "deleted"}
 #: Directories remembered at start, so deleting one is not reported as a deleted file.
 MAX_SCANNED_DIRS = 100_000
 
@@ -214,6 +216,9 @@ class FileWatchTrigger:
             "absolute_path": str(path),
             "change": change,
             "size": None if stat is None else stat.st_size,
+            # the reference runtime's names, so its filters carry over
+            "filename": path.name,
+            "event_type": REFERENCE_CHANGE_NAMES[change],
         }
         return TriggerEvent(self.trigger_id, "file_watch", payload,
                             metadata={"watch_path": str(root), "patterns": list(self.patterns)})

@@ -8,13 +8,16 @@ from typing import Any
 
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock
+from runtime_core.errors import RuntimeBaseError
 from runtime_core.triggers.builtin import EventTrigger, IntervalTrigger, MessageTrigger
 from runtime_core.triggers.config import TriggerConfig
 from runtime_core.triggers.cron import CronTrigger
+from runtime_core.triggers.custom import custom_trigger_type
+from runtime_core.triggers.custom_adapter import adapt_custom_trigger
 
 
-class TriggerError(ValueError):
-    pass
+class TriggerError(ValueError, RuntimeBaseError):
+    """A trigger that cannot be built (an unknown type, one its factory cannot make)."""
 
 
 def trigger_id_for(config: TriggerConfig) -> str:
@@ -51,4 +54,9 @@ def create_trigger(
     if kind == "message":
         assert config.topic is not None
         return MessageTrigger(trigger_id, broker, config.topic)
-    raise TriggerError(f"unknown trigger type {kind!r}")
+    custom = custom_trigger_type(kind)
+    if custom is None:
+        raise TriggerError(f"unknown trigger type {kind!r} (not registered in this Python "
+                           "process: import the module that registers it)")
+    made = custom.factory(config, event_bus=event_bus, broker=broker)
+    return adapt_custom_trigger(made, kind, trigger_id)

@@ -26,7 +26,13 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from runtime_core.triggers.base import DELIVERY_KEY, AcceptFn, AcceptResult, TriggerEvent
+from runtime_core.triggers.base import (
+    DELIVERY_KEY,
+    AcceptFn,
+    AcceptResult,
+    AvailabilityFn,
+    TriggerEvent,
+)
 from runtime_core.triggers.config import TriggerConfig, check_webhook_path
 from runtime_core.triggers.http_origin import is_loopback
 from runtime_core.triggers.signatures.keys import SIGNATURE_HEADERS
@@ -119,6 +125,7 @@ class WebhookTrigger:
         self._secrets = config.secrets()  # SecretStr: unwrapped only to compute an HMAC
         self._hidden = _HIDDEN_HEADERS | {self.signature_header.lower()}
         self._accept: AcceptFn | None = None
+        self._availability: AvailabilityFn | None = None
         self._server: SharedServer | None = None
         self._replays = ReplayCache()
         self._deliveries = DeliveryLedger()
@@ -146,6 +153,19 @@ class WebhookTrigger:
     @property
     def running(self) -> bool:
         return self._server is not None
+
+    def set_availability_check(self, check: AvailabilityFn) -> None:
+        """The process's (state, refusal) for ``GET /health``: 503 while it refuses events."""
+        self._availability = check
+
+    def unavailable(self) -> dict[str, str] | None:
+        """Why this path takes no events now (its process's state and reason), or None."""
+        if self._server is None or self._accept is None:
+            return {"state": "stopped", "reason": "trigger stopped"}
+        if self._availability is None:
+            return None
+        state, reason = self._availability()
+        return None if reason is None else {"state": state, "reason": reason}
 
     async def start(self, accept: AcceptFn) -> None:
         """Serve the path. ValueError if another trigger serves it on this address; OSError if

@@ -2,7 +2,10 @@
 
 Every trigger on the same address shares one server in this Python process; the server starts
 with the first trigger on that address and stops with the last. Port 0 gives a trigger an
-ephemeral server of its own. ``GET /health`` on any server lists the paths it serves.
+ephemeral server of its own. ``GET /health`` on any server lists the paths it serves, and answers
+503 (with each refusing path's process state and reason) while a process behind it is failed,
+stopping or cannot journal, so a load balancer stops sending; ``GET /health?path=/x`` asks
+about one path.
 
 Every request is first checked as the control API checks its own (http_origin): a foreign Host
 on a loopback bind gets 421, any request with an ``Origin`` header (a web page) 403.
@@ -32,7 +35,7 @@ from runtime_core.triggers.config import HEALTH_PATH
 from runtime_core.triggers.http_guard import ConnectionGuard
 from runtime_core.triggers.http_limits import WEBHOOK
 from runtime_core.triggers.http_origin import refusal
-from runtime_core.triggers.webhook_request import error_response
+from runtime_core.triggers.webhook_request import RETRY_AFTER_SECONDS, error_response
 
 # The webhook trigger's logger, not this module's: operators tune one name for the whole trigger.
 log = logging.getLogger("runtime_core.triggers.webhook")
@@ -68,6 +71,10 @@ class WebhookRoute(Protocol):
     path: str
 
     async def handle(self, request: Request) -> Response: ...
+
+    def unavailable(self) -> dict[str, str] | None:
+        """Why the path takes no events now (``state``, ``reason``), or None."""
+        ...
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -122,11 +129,23 @@ class SharedServer:
             if request.method != "GET":
                 return error_response(405, f"method {request.method} not allowed; use GET",
                                       {"Allow": "GET"})
-            return JSONResponse({"status": "ok", "paths": sorted(self.routes)})
+            return self._health(request)
         trigger = self.routes.get(path)
         if trigger is None:
             return error_response(404, "no webhook is served at this path")
         return await trigger.handle(request)
+
+    def _health(self, request: Request) -> Response:
+        asked = request.query_params.get("path")
+        if asked is not None and asked not in self.routes:
+            return error_response(404, f"no webhook is served at {asked!r}")
+        paths = [asked] if asked is not None else sorted(self.routes)
+        refusing = {path: why for path in paths
+                    if (why := self.routes[path].unavailable()) is not None}
+        if not refusing:
+            return JSONResponse({"status": "ok", "paths": paths})
+        return JSONResponse({"status": "unavailable", "paths": paths, "unavailable": refusing},
+                            503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
     def add(self, trigger: WebhookRoute) -> None:
         other = self.routes.get(trigger.path)

@@ -108,8 +108,6 @@ def manifest_on(folder: Path, journal: str) -> Path:
 
 
 BAD_PATHS = {
-    "a folder": ("folder", r"journal path {path} is a folder, not a file; give a file such "
-                           r"as {path}/journal\.db, or use another --journal"),
     "a parent that is a file": ("file/journal.db", r"cannot make the folder {parent} for "
                                 r"journal {path}: {parent} is a file, not a folder; move that "
                                 r"file, or use another --journal"),
@@ -141,6 +139,16 @@ def test_a_path_that_cannot_hold_a_journal_is_one_line_and_exit_2(tmp_path: Path
         assert re.fullmatch(expected, refused(out)), out.stderr
     assert (tmp_path / "file").read_text() == "a file"
     assert list((tmp_path / "folder").iterdir()) == []
+
+
+def test_a_folder_holds_the_journal_as_journal_db(tmp_path: Path) -> None:
+    """A journal path naming a folder (the reference runtime's ``.promptise/journal``) keeps
+    the journal inside it as journal.db, rather than refusing."""
+    (tmp_path / "folder").mkdir()
+    agents = manifest_on(tmp_path, "folder")
+    out = cli(tmp_path, "run", str(agents), "--seconds", "0.5", "--json")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "folder" / "journal.db").stat().st_size > 0
 
 
 def test_missing_parent_folders_are_made(tmp_path: Path) -> None:

@@ -226,6 +226,8 @@ def test_every_route_answers_with_a_valid_token(served: Served) -> None:
     assert {row["name"] for row in listed} == {"worker", "broken", "judge"}
     assert ok(call("GET", "/api/v1/processes/{name}", path=p))["state"] == "running"
     detail = ok(call("GET", "/api/v1/processes/{name}/detail", path=p))
+    manifest = call("GET", "/api/v1/processes/{name}/manifest", path=p)
+    assert manifest.status_code == 200 and "name:" in manifest.text, manifest.text
     assert detail["summary"]["name"] == "worker" and "health" in detail["config"]
 
     # a run, its journal, a rewind plan, the rewind and a fork
@@ -320,6 +322,9 @@ def test_every_route_answers_with_a_valid_token(served: Served) -> None:
     message = refused(call("POST", "/api/v1/processes/{name}/runs/{run_id}/reconcile", path=r,
                            json={"outcome": "applied", "result": "ok"}), 409, "REFUSED")
     assert "evidence" in message
+    message = refused(call("POST", "/api/v1/processes/{name}/runs/{run_id}/elicitation",
+                           path=r, json={"action": "cancel"}), 409, "REFUSED")
+    assert "not for the answer to a server's question" in message
     assert ok(call("POST", "/api/v1/processes/{name}/runs/{run_id}/evidence", path=r,
                    json={"action": "failed", "note": "no answer"}))["action"] == "failed"
     poll(lambda: run_of(call, "judge", asked, ("failed",)), what="the run failed")

@@ -59,13 +59,13 @@ SHARED_MODES = ("both", "cancel")
 #: The protocol's members that change something or are not a read: each is covered below or
 #: by a read of its effect. A new member of ControlPlane must be placed in one of the lists.
 COMMANDS = {"start", "stop", "restart", "suspend", "resume", "inject", "redeliver",
-            "clear_dead_letters", "reconcile", "answer_evidence", "fork", "add_trigger",
-            "remove_trigger", "clear_health_anomalies", "start_all", "close"}
+            "clear_dead_letters", "reconcile", "answer_evidence", "answer_elicitation", "fork",
+            "add_trigger", "remove_trigger", "clear_health_anomalies", "start_all", "close"}
 VIEW_COMMANDS = {"rewind", "resolve_incident", "reopen_incident", "update_health"}
 READS = {"name", "read_only", "link", "subscribe", "list_processes", "process_detail", "runs",
          "dead_letters", "dead_letter", "triggers", "waiting_detail", "journal_entries",
          "journal_entry", "rewind_plan", "incidents", "runtime_info", "process_status",
-         "health_anomalies"}
+         "health_anomalies", "manifest_text"}
 
 
 def protocol_members() -> set[str]:
@@ -88,6 +88,7 @@ async def read_everything(control: ControlPlane, driven: Driven, seen: Findings,
     seen.check("list_processes", await control.list_processes())
     seen.check("process_detail", await control.process_detail(name))
     seen.check("process_status", await control.process_status(name))
+    seen.check("manifest_text", await control.manifest_text(name))
     seen.check("runs", await control.runs(name))
     seen.check("triggers", await control.triggers(name))
     seen.check("health_anomalies", await control.health_anomalies(name))

@@ -45,8 +45,8 @@ BROKEN = [
     ("name: a\ntriggers:\n  - {type: webhook, topic: x}\n", 3, 5, "triggers[0]",
      "topic does not apply to a 'webhook' trigger"),
     ("name: a\ntriggers:\n  - {type: event}\n", 3, 5, "triggers[0]", "needs 'event_type'"),
-    ("name: a\ntriggers:\n  - {type: interval, seconds: 1, filter_expression: 'pyload.x == 1'}\n",
-     3, 5, "triggers[0]", "unknown name 'pyload'"),
+    ("name: a\ntriggers:\n  - {type: interval, seconds: 1, filter_expression: 'x.y + 1'}\n",
+     3, 5, "triggers[0]", "arithmetic ('+') is not allowed"),
     ("name: a\nconfig:\n  concurrency: 0\n", 3, 16, "config.concurrency",
      "greater than or equal to 1"),
     ("name: a\nconfig:\n  trigger_delivery: {max_retry: 2}\n", 3, 22,
@@ -60,7 +60,7 @@ BROKEN = [
     ("name: a\nservers:\n  api:\n    type: http\n    url: ftp://example.com\n", 4, 5,
      "servers.api", "must be http:// or https://"),
     ("name: a\nservers:\n  x:\n    command: python\n    argz: [a]\n", 5, 5,
-     "servers.x.argz", "a stdio server takes: timeout, tool_prefix, type, command, args"),
+     "servers.x.argz", "a stdio server takes: timeout, call_timeout, tool_prefix, elicitation, elicitation_timeout, sampling, type, command, args"),
     ("name: a\nservers:\n  x: {type: smtp}\n", 3, 6, "servers.x", "'stdio', 'http'"),
 ]
 

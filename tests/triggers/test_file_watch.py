@@ -51,7 +51,8 @@ async def test_added_modified_deleted(tmp_path: Path) -> None:
         assert added.trigger_id == "fw-1"
         assert added.trigger_type == "file_watch"
         assert added.payload == {"path": "a.txt", "absolute_path": str(real_root / "a.txt"),
-                                 "change": "added", "size": 5}
+                                 "change": "added", "size": 5, "filename": "a.txt",
+                                 "event_type": "created"}
 
         (root / "a.txt").write_text("hello, world")
         modified = await next_event(trigger)  # not a second "added"
@@ -61,7 +62,8 @@ async def test_added_modified_deleted(tmp_path: Path) -> None:
         (root / "a.txt").unlink()
         deleted = await next_event(trigger)
         assert deleted.payload == {"path": "a.txt", "absolute_path": str(real_root / "a.txt"),
-                                   "change": "deleted", "size": None}
+                                   "change": "deleted", "size": None, "filename": "a.txt",
+                                   "event_type": "deleted"}
         assert trigger.status() == {"pending_events": 0, "dropped_events": 0,
                                     "watch_path": str(real_root)}
 
