@@ -60,7 +60,8 @@ BROKEN = [
     ("name: a\nservers:\n  api:\n    type: http\n    url: ftp://example.com\n", 4, 5,
      "servers.api", "must be http:// or https://"),
     ("name: a\nservers:\n  x:\n    command: python\n    argz: [a]\n", 5, 5,
-     "servers.x.argz", "a stdio server takes: timeout, call_timeout, tool_prefix, elicitation, elicitation_timeout, sampling, type, command, args"),
+     "servers.x.argz", "a stdio server takes: timeout, call_timeout, tool_prefix, elicitation, "
+     "elicitation_timeout, sampling, type, command, args"),
     ("name: a\nservers:\n  x: {type: smtp}\n", 3, 6, "servers.x", "'stdio', 'http'"),
 ]
 
