@@ -13,18 +13,19 @@ from rich.markup import escape
 
 from promptui.cli.options import (
     NAME_ARGUMENT,
+    RUN_ARGUMENT,
     TOKEN_OPTION,
     URL_OPTION,
     fail,
     need_server,
     on_server,
     out,
+    waiting_run,
 )
 
 if TYPE_CHECKING:
     from runtime_core.control import FormField, RemoteControl
 
-RUN_ARGUMENT = typer.Argument(..., help="The waiting run's id (its first characters will do).")
 ACCEPT_OPTION = typer.Option(
     None, "--accept", metavar="KEY=VALUE",
     help="Accept, with this value for the form's field KEY (repeat for each field; "
@@ -47,14 +48,8 @@ def answer(
         raise fail("choose one of --accept, --decline and --cancel")
     target = need_server(url, token)
 
-    async def read(control: RemoteControl) -> tuple[str, dict[str, Any]]:
-        full = await _full_run_id(control, name, run_id)
-        return full, await control.waiting_detail(name, full)
-
-    full_id, detail = on_server(target, read)
-    if detail.get("reason") != "elicitation":
-        raise fail(f"run {full_id} waits for {detail.get('reason')!r}, not for the answer to a "
-                   "server's question; settle it in the control room or through the API")
+    full_id, detail = waiting_run(target, name, run_id, "elicitation",
+                                  "the answer to a server's question")
     _show(detail)
     action, content = _decide(detail, accept, decline, cancel)
 
@@ -63,19 +58,6 @@ def answer(
 
     on_server(target, send)
     out.print(f"{escape(name)}: run {full_id[:8]} answered [b]{action}[/b]; it runs on")
-
-
-async def _full_run_id(control: RemoteControl, name: str, run_id: str) -> str:
-    waiting = [r.run_id for r in await control.runs(name, state="waiting")]
-    if run_id in waiting:
-        return run_id
-    matches = [r for r in waiting if r.startswith(run_id)]
-    if len(matches) == 1:
-        return matches[0]
-    listed = ", ".join(r[:8] for r in waiting) or "none"
-    if not matches:
-        raise fail(f"{name} has no run {run_id!r} waiting (waiting runs: {listed})")
-    raise fail(f"{run_id!r} names {len(matches)} waiting runs of {name}; give more of the id")
 
 
 def _fields(detail: dict[str, Any]) -> list[FormField]:

@@ -298,3 +298,31 @@ DRAIN_OPTION = typer.Option(
     30.0, "--drain-timeout", min=0, max=3600, metavar="SECONDS",
     help="On SIGTERM or Ctrl+C, let the runs in flight finish first, up to this long (a "
     "process's own drain_timeout wins); 0 stops at once. A second signal stops at once.")
+
+
+RUN_ARGUMENT = typer.Argument(..., help="The waiting run's id (its first characters will do).")
+
+
+def waiting_run(target: ServerTarget, name: str, run_id: str, reason: str, instead: str
+                ) -> tuple[str, dict[str, Any]]:
+    """The full id and the wait's detail of ``name``'s waiting run named by ``run_id`` (or the
+    start of it) on ``target``; refused unless it waits for ``reason`` (``instead`` says for
+    what, e.g. "a write to be reconciled")."""
+
+    async def read(control: RemoteControl) -> tuple[str, dict[str, Any]]:
+        waiting = [r.run_id for r in await control.runs(name, state="waiting")]
+        matches = [r for r in waiting if r == run_id] or [r for r in waiting
+                                                          if r.startswith(run_id)]
+        if len(matches) != 1:
+            listed = ", ".join(r[:8] for r in waiting) or "none"
+            raise fail(f"{name} has no run {run_id!r} waiting (waiting runs: {listed})"
+                       if not matches else
+                       f"{run_id!r} names {len(matches)} waiting runs of {name}; give more of "
+                       "the id")
+        return matches[0], await control.waiting_detail(name, matches[0])
+
+    full_id, detail = on_server(target, read)
+    if detail.get("reason") != reason:
+        raise fail(f"run {full_id} waits for {detail.get('reason')!r}, not for {instead}; "
+                   "settle it in the control room or through the API")
+    return full_id, detail

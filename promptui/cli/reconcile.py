@@ -16,18 +16,19 @@ from rich.markup import escape
 
 from promptui.cli.options import (
     NAME_ARGUMENT,
+    RUN_ARGUMENT,
     TOKEN_OPTION,
     URL_OPTION,
     fail,
     need_server,
     on_server,
     out,
+    waiting_run,
 )
 
 if TYPE_CHECKING:
     from runtime_core.control import RemoteControl
 
-RUN_ARGUMENT = typer.Argument(..., help="The waiting run's id (its first characters will do).")
 OUTCOMES = ("applied", "not_applied", "failed")
 NOT_ASKED = ("not asked, as stdin is not a terminal; pass --applied (with --result), "
              "--not-applied or --failed")
@@ -55,14 +56,8 @@ def reconcile(
         raise fail("--result goes with --applied")
     target = need_server(url, token)
 
-    async def read(control: RemoteControl) -> tuple[str, dict[str, Any]]:
-        full = await _full_run_id(control, name, run_id)
-        return full, await control.waiting_detail(name, full)
-
-    full_id, detail = on_server(target, read)
-    if detail.get("reason") != "unknown_write_outcome":
-        raise fail(f"run {full_id} waits for {detail.get('reason')!r}, not for a write to be "
-                   "reconciled; settle it in the control room or through the API")
+    full_id, detail = waiting_run(target, name, run_id, "unknown_write_outcome",
+                                  "a write to be reconciled")
     _show(detail)
     outcome = chosen[0] if chosen else _ask()
     value = _parsed(result) if outcome == "applied" else None
@@ -73,19 +68,6 @@ def reconcile(
     on_server(target, send)
     out.print(f"{escape(name)}: run {full_id[:8]} reconciled [b]{outcome.replace('_', ' ')}"
               "[/b]" + ("; it runs on" if outcome != "failed" else ""))
-
-
-async def _full_run_id(control: RemoteControl, name: str, run_id: str) -> str:
-    waiting = [r.run_id for r in await control.runs(name, state="waiting")]
-    if run_id in waiting:
-        return run_id
-    matches = [r for r in waiting if r.startswith(run_id)]
-    if len(matches) == 1:
-        return matches[0]
-    listed = ", ".join(r[:8] for r in waiting) or "none"
-    if not matches:
-        raise fail(f"{name} has no run {run_id!r} waiting (waiting runs: {listed})")
-    raise fail(f"{run_id!r} names {len(matches)} waiting runs of {name}; give more of the id")
 
 
 def _show(detail: dict[str, Any]) -> None:
