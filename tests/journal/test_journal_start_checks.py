@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,8 @@ def parked(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def waiting_run(db: Path) -> tuple[str, int]:
     """The parked run's id and the row id of its write intent."""
-    with sqlite3.connect(db) as conn:
+    # closed at once: a connection left to the GC would checkpoint into the file later
+    with closing(sqlite3.connect(db)) as conn, conn:
         [(run_id,)] = conn.execute("SELECT run_id FROM open_runs").fetchall()
         [(rowid,)] = conn.execute(
             "SELECT id FROM entries WHERE run_id = ? AND entry_type = 'tool_intent' AND "
@@ -71,7 +73,8 @@ def waiting_run(db: Path) -> tuple[str, int]:
 
 
 def root_page(db: Path, name: str) -> int:
-    with sqlite3.connect(db) as conn:
+    # closed at once: a connection left to the GC would checkpoint into the file later
+    with closing(sqlite3.connect(db)) as conn, conn:
         return int(conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
                                 (name,)).fetchone()[0])
 
@@ -107,7 +110,8 @@ def open_run_state(db: Path) -> None:
 
 def open_run_row_lost(db: Path) -> None:
     """The open runs index loses the parked run (its event is still queued)."""
-    with sqlite3.connect(db) as conn:
+    # closed at once: a connection left to the GC would checkpoint into the file later
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("DELETE FROM open_runs")
 
 
