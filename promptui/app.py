@@ -402,7 +402,8 @@ _ROOM: type[Room] = ControlRoom  # the app is what its screens expect (checked b
 def step_entry(entries: list[JournalEntryView], step: int | None) -> JournalEntryView | None:
     """The entry that recorded ``step`` of a run (its first: the model turn, or the tool's
     intent), from that run's entries; the run's start when no step is asked for."""
-    if step is None:
-        return next((e for e in reversed(entries) if e.entry_type == "run_started"), None)
+    if step is None:  # its run_started; a run that called no tool folded it into its end
+        started = [e for e in entries if e.entry_type == "run_started"]
+        return started[-1] if started else min(entries, key=lambda e: e.seq, default=None)
     mine = [e for e in entries if e.step == step]
     return min(mine, key=lambda e: e.seq) if mine else None

@@ -46,6 +46,7 @@ from .incidents.config import IncidentConfig as IncidentConfig
 from .journal.config import JournalConfig as JournalConfig
 from .journal.entry import JournalEntry as JournalEntry
 from .journal.memory import InMemoryJournal as InMemoryJournal
+from .journal.postgres import PostgresJournal as PostgresJournal
 from .journal.provider import JournalProvider as JournalProvider
 from .journal.replay import ReplayEngine as ReplayEngine
 from .journal.rewind import RewindEngine as RewindEngine

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("event_acknowledged", "tool_intent", "tool_result", "run_end", "group_commit")
+POINTS = ("event_acknowledged", "tool_intent", "tool_result", "run_end", "group_commit",
+          "model_turn", "run_end_submitted")
 
 _spec = os.environ.get("PROMPTUI_CRASH_AT")
 _target: str | None = None

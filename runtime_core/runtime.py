@@ -50,6 +50,8 @@ class AgentRuntime:
             return None
         if cfg.backend == "memory":
             key = ("memory", "")
+        elif cfg.backend == "postgres":  # one journal per database, however it is written
+            key = ("postgres", cfg.resolved_dsn() or "")
         else:
             key = ("sqlite", str(Path(cfg.path).expanduser().resolve()))
         journal = self._journals.get(key)

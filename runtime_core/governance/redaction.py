@@ -16,7 +16,7 @@ REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 #: Names of headers, fields and URL parameters whose values are credentials.
 CREDENTIAL_NAME = re.compile(
     r"auth|api[-_]?key|access[-_]?key|private[-_]?key|cookie|token|secret|passw|credential"
-    r"|session|signature", re.IGNORECASE)
+    r"|session|signature|dsn", re.IGNORECASE)  # a DSN may carry password=... in clear
 #: Field names that say something about a credential without holding it (``api_key_env``
 #: names a variable, ``signature_scheme`` a scheme).
 _DESCRIBES = re.compile(r"_(env|scheme|header|tolerance|ttl)$", re.IGNORECASE)

@@ -1,9 +1,11 @@
 from .config import JournalConfig as JournalConfig
 from .entry import EntryType as EntryType
 from .entry import JournalEntry as JournalEntry
+from .fencing import JournalFenced as JournalFenced
 from .file import FileJournal as FileJournal
 from .memory import InMemoryJournal as InMemoryJournal
 from .memory import MemoryJournal as MemoryJournal
+from .postgres import PostgresJournal as PostgresJournal
 from .provider import JournalError as JournalError
 from .provider import JournalProvider as JournalProvider
 from .provider import OpenRun as OpenRun

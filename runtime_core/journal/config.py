@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator, model_validator
 
 from runtime_core.strict import StrictModel
 
 #: The file a journal path that names a folder gets inside it.
 JOURNAL_FILE_NAME = "journal.db"
+#: Where a postgres journal's DSN comes from when the config gives none.
+DSN_VARIABLE = "PROMPTUI_DSN"
 
 
 def journal_file(path: str) -> str:
@@ -31,12 +34,23 @@ class JournalConfig(StrictModel):
 
     ``backend="file"`` (the spec's name for the durable on-disk backend) means ``"sqlite"``,
     the on-disk journal here; a ``path`` that names a folder (the reference's
-    ``.promptise/journal``) holds it as ``journal.db``."""
+    ``.promptise/journal``) holds it as ``journal.db``.
+
+    ``backend="postgres"`` journals to the PostgreSQL database ``dsn`` names (the scale-out
+    backend; ``path`` is not used), or ``$PROMPTUI_DSN`` when ``dsn`` is not given: read when
+    the journal is made, so a DSN from the environment is never copied into a saved config."""
 
     level: Literal["none", "checkpoint", "full"] = "checkpoint"
-    backend: Literal["sqlite", "memory"] = "sqlite"
+    backend: Literal["sqlite", "memory", "postgres"] = "sqlite"
     path: str = ".promptui/journal.db"
+    #: A libpq DSN: ``postgresql://user@host/db`` or ``host=... dbname=...``. Kept out of
+    #: repr (it may hold a password); prefer a ``${VAR}`` reference or PROMPTUI_DSN.
+    dsn: str | None = Field(default=None, repr=False)
     recover_on_start: bool | Literal["strict"] = True
+    #: A checkpoint after this many runs, or once this many entries followed the last one
+    #: (recovery reads the last checkpoint and what followed it: this bounds its cost).
+    checkpoint_every: int = Field(default=50, ge=1)
+    checkpoint_entries: int = Field(default=400, ge=1)
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -47,3 +61,15 @@ class JournalConfig(StrictModel):
     @classmethod
     def _folder_holds_the_file(cls, value: str) -> str:
         return journal_file(value)
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_dsn(self) -> JournalConfig:
+        if self.backend == "postgres" and not self.resolved_dsn():
+            raise ValueError(f"the postgres journal backend needs a DSN: set journal.dsn "
+                             f"(e.g. postgresql://user@host/db) or the {DSN_VARIABLE} "
+                             "environment variable")
+        return self
+
+    def resolved_dsn(self) -> str | None:
+        """The DSN a postgres journal connects to: ``dsn``, else $PROMPTUI_DSN, else None."""
+        return self.dsn or os.environ.get(DSN_VARIABLE) or None

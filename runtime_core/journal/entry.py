@@ -11,6 +11,7 @@ class EntryType:
     STATE_TRANSITION = "state_transition"
     EVENT_ACCEPTED = "event_accepted"
     RUN_STARTED = "run_started"
+    PROFILE = "profile"  # what runs under one configuration execute (policy, budget...): once
     MODEL_USAGE = "model_usage"
     TOOL_INTENT = "tool_intent"
     TOOL_RESULT = "tool_result"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runtime_core.journal.config import JournalConfig
+from runtime_core.journal.config import DSN_VARIABLE, JournalConfig
 from runtime_core.journal.memory import InMemoryJournal
-from runtime_core.journal.provider import JournalProvider
+from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
 
 
@@ -15,6 +15,15 @@ def make_journal(config: JournalConfig,
                  on_damage: Callable[[DamagedJournal], None] | None = None) -> JournalProvider:
     if config.backend == "memory":
         return InMemoryJournal()
+    if config.backend == "postgres":
+        # imported here: psycopg is loaded only by runtimes that journal to PostgreSQL
+        from runtime_core.journal.postgres import PostgresJournal
+
+        dsn = config.resolved_dsn()
+        if not dsn:  # the config was valid, and the environment changed since
+            raise JournalError(f"the postgres journal backend needs a DSN: set journal.dsn "
+                               f"or the {DSN_VARIABLE} environment variable")
+        return PostgresJournal(dsn)
     return SQLiteJournal(config.path, strict=config.recover_on_start == "strict",
                          recover=bool(config.recover_on_start), on_damage=on_damage)
 
@@ -31,6 +40,7 @@ def share_journal(journal: JournalProvider, config: JournalConfig) -> None:
 
 def preflight(journal: JournalProvider) -> None:
     """Raise the JournalError that opening ``journal`` would raise, opening nothing (a no-op
-    for a journal kept in memory)."""
-    if isinstance(journal, SQLiteJournal):
-        journal.preflight()
+    for a journal kept in memory; for PostgreSQL only the DSN is checked, nothing connects)."""
+    check = getattr(journal, "preflight", None)  # SQLite: the file; PostgreSQL: the DSN
+    if callable(check):
+        check()

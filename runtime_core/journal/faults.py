@@ -2,14 +2,16 @@
 how the writer waits before it tries the same batch again.
 
 Environmental faults (another program holding the write lock past the busy timeout, a full
-disk, an I/O error) pass: the writer keeps the batch, says the journal is degraded, retries
-with backoff and goes on by itself once a commit succeeds. Nothing is acknowledged meanwhile:
-the callers waiting on that batch wait, and new events are refused with the reason."""
+disk, an I/O error; for PostgreSQL a server that is down or a lost connection) pass: the writer
+keeps the batch, says the journal is degraded, retries with backoff and goes on by itself once
+a commit succeeds. Nothing is acknowledged meanwhile: the callers waiting on that batch wait,
+and new events are refused with the reason."""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +25,10 @@ LOG_EVERY = 10.0  # a fault that lasts is logged again this often, with its coun
 
 def describe_fault(exc: BaseException) -> str:
     """What an operator should read for a failed commit."""
+    if _is_postgres_fault(exc):
+        first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        return (f"PostgreSQL cannot be reached or cannot commit now ({first}); the runtime "
+                "goes on by itself once it answers again")
     name = str(getattr(exc, "sqlite_errorname", "") or "")
     text = str(exc) or type(exc).__name__
     if name.startswith("SQLITE_FULL") or "disk is full" in text:
@@ -38,8 +44,16 @@ def describe_fault(exc: BaseException) -> str:
 
 
 def is_passing(exc: BaseException) -> bool:
-    """A fault the writer waits out (anything SQLite reports); anything else is a bug."""
-    return isinstance(exc, sqlite3.Error)
+    """A fault the writer waits out (anything SQLite reports; PostgreSQL down, a lost
+    connection, a full disk there); anything else is a bug."""
+    return isinstance(exc, sqlite3.Error) or _is_postgres_fault(exc)
+
+
+def _is_postgres_fault(exc: BaseException) -> bool:
+    # Looked up, not imported: a runtime on SQLite never loads psycopg, and an exception can
+    # only be psycopg's if psycopg is loaded.
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError)
 
 
 @dataclass(slots=True)

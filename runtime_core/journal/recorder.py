@@ -1,14 +1,36 @@
 """What one process writes to its journal, at its journal level.
 
-Ordering rules (spec: run lifecycle): model usage is submitted before the history it produced; a
-tool's intent is durable before the tool runs, and its result (with the context updates it made)
-is one entry. Other entries are submitted without waiting: the journal commits them in
-order, so a later durable entry (an acknowledgement, an intent) covers them too.
+Which entries wait for their commit (``append``) and why; everything else is submitted without
+waiting and rides in the next group commit, in order, so whatever waits makes every earlier
+entry durable with it:
+
+* ``event_accepted``: before the event is acknowledged (a webhook's 202, ``inject()``'s return);
+* ``tool_intent`` (read or write): before the tool's adapter runs;
+* a write's ``tool_result``, ``run_waiting``, ``evidence``, ``reconciled``, the elicitation
+  question and answer: before the run goes on, or an operator or a server is answered;
+* ``run_finished``: before the run's outcome is reported to anyone outside (the caller awaits the
+  future ``run_finished`` returns before it announces the run's end).
+
+Submitted without waiting: transitions, context updates, model usage (before the history it
+produced: the run's end or its next intent commits it), a read's result, dead letters,
+checkpoints. A crash loses only entries that nothing outside has seen.
+
+A run's start is held, not written, until the run writes something that must wait: a tool intent
+(or any other entry of the run but model usage) writes the start and the usage held so far, and
+a run that ends without one folds its start and its model usage into its ``run_finished``
+(``data["started"]``, with ``usage``: the model turns' entries, in order). A run that crashes
+before either left nothing in the journal but its accepted event, which recovery runs again.
+The profile a run executes (policy, budget, evaluator...) is written once per configuration as a
+``profile`` entry; a run's identity names it by ``config_digest`` and keeps only its goal
+(a folded start keeps not even that: the goal is the run's first message). At the ``full``
+(audit) level nothing is held or folded: every start and model turn is its own entry.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime_core.agent.attachments import without_bytes
@@ -29,6 +51,10 @@ class ProcessRecorder:
         self.process = process
         self.process_id = process_id
         self.full = level == "full"
+        self._held: dict[str, _HeldStart] = {}  # run id -> its start and usage, not yet written
+        self._profiles: set[str] = set()  # config digests whose profile entry is written
+        self.runs_since_checkpoint = 0
+        self.entries_since_checkpoint = 0
 
     #: Set by a process with scoped secrets: every entry is redacted before it is written.
     redact: Callable[[Any], Any] | None = None
@@ -45,16 +71,25 @@ class ProcessRecorder:
 
     def submit(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                attachment: Any = None) -> JournalEntry:
+        if run_id is not None and run_id in self._held:
+            self._write_start(run_id)
+        return self._submit(entry_type, data, run_id=run_id, attachment=attachment)
+
+    def _submit(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
+                attachment: Any = None) -> JournalEntry:
         entry = self._entry(entry_type, data, run_id)
         if self.sealed:
             return entry
         if self.redact is not None and attachment is not None:
             attachment = self.redact(attachment)
         self.journal.submit(entry, attachment=attachment)
+        self.entries_since_checkpoint += 1
         return entry
 
     async def append(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                      attachment: Any = None) -> JournalEntry:
+        if run_id is not None and run_id in self._held:
+            self._write_start(run_id)
         if self.sealed:
             return self._entry(entry_type, data, run_id)
         if self.redact is not None and attachment is not None:
@@ -103,15 +138,51 @@ class ProcessRecorder:
         self.submit(EntryType.RESTART_EXHAUSTED, {"reason": reason, "restarts": restarts})
 
     def checkpoint(self, state: dict[str, Any]) -> JournalEntry:
-        return self.submit(EntryType.CHECKPOINT, state)
+        entry = self.submit(EntryType.CHECKPOINT, state)
+        self.runs_since_checkpoint = self.entries_since_checkpoint = 0
+        return entry
 
     # -- runs (the RunRecorder protocol of runtime_core.runs) -------------------------------------
     def run_started(self, run_id: str, event_id: str, attempt: int,
                     identity: dict[str, Any] | None = None) -> None:
+        """Held until the run writes an entry that must wait, or folded into its end."""
         data: dict[str, Any] = {"event_id": event_id, "attempt": attempt}
         if identity is not None:
             data["identity"] = identity
-        self.submit(EntryType.RUN_STARTED, data, run_id=run_id)
+        self._held[run_id] = _HeldStart(data)
+        if self.full:  # the audit level keeps every step as its own entry, in its own time
+            self._write_start(run_id)
+
+    def _profile_of(self, identity: dict[str, Any]) -> dict[str, Any]:
+        """``identity`` as a run's entry keeps it: the profile entry written once for its
+        configuration, and the run's own part (its goal) here."""
+        digest = str(identity.get("config_digest") or "")
+        if not digest:
+            return identity
+        if digest not in self._profiles:
+            self._profiles.add(digest)
+            self._submit(EntryType.PROFILE, {k: v for k, v in identity.items() if k != "goal"})
+        return {"config_digest": digest, "goal": identity.get("goal", "")}
+
+    def _write_start(self, run_id: str) -> None:
+        held = self._held.pop(run_id)
+        data = dict(held.start)
+        if isinstance(data.get("identity"), dict):
+            data["identity"] = self._profile_of(data["identity"])
+        self._submit(EntryType.RUN_STARTED, data, run_id=run_id)
+        for usage in held.usage:
+            self._submit(EntryType.MODEL_USAGE, usage, run_id=run_id)
+
+    def _usage(self, run_id: str, data: dict[str, Any]) -> None:
+        held = self._held.get(run_id)
+        if held is not None:
+            held.usage.append(data)
+        else:
+            self._submit(EntryType.MODEL_USAGE, data, run_id=run_id)
+
+    def forget_run(self, run_id: str) -> None:
+        """Drop what is held of a run that ends without a journaled end (never started)."""
+        self._held.pop(run_id, None)
 
     def model_turn(self, run_id: str, step: int, turn_index: int, turn: ModelTurn,
                    prompt: list[Message] | None = None) -> None:
@@ -129,7 +200,7 @@ class ProcessRecorder:
             data["prompt"] = [{**without_bytes(m),
                                "content": str(m.get("content", ""))[:REPLY_LIMIT]}
                               for m in prompt]
-        self.submit(EntryType.MODEL_USAGE, data, run_id=run_id)
+        self._usage(run_id, data)
 
     async def tool_intent(self, run_id: str, step: int, call: ToolCall, effect: str,
                           info: dict[str, Any] | None = None) -> None:
@@ -191,7 +262,7 @@ class ProcessRecorder:
             data["prompt"] = [{"role": m.get("role"),
                                "content": str(m.get("content", ""))[:REPLY_LIMIT]}
                               for m in prompt]
-        self.submit(EntryType.MODEL_USAGE, data, run_id=run_id)
+        self._usage(run_id, data)
 
     async def elicitation_asked(self, run_id: str, data: dict[str, Any]) -> None:
         """An MCP server's question for the operator; the run waits for the answer."""
@@ -202,8 +273,39 @@ class ProcessRecorder:
         await self.append(EntryType.ELICITATION_ANSWERED, data, run_id=run_id)
 
     def run_finished(self, run_id: str, event_id: str, state: str, reason: str, error: str,
-                     reply: str, event_done: bool, messages: list[Message]) -> None:
-        self.submit(EntryType.RUN_FINISHED, {
-            "event_id": event_id, "state": state, "reason": reason, "error": error[:1000],
-            "reply": reply[:REPLY_LIMIT], "event_done": event_done, "messages": messages,
-        }, run_id=run_id)
+                     reply: str, event_done: bool, messages: list[Message]
+                     ) -> asyncio.Future[None] | None:
+        """Submit the run's end (its start folded in when it was never written) and return the
+        future that resolves once it is durable: await it before telling anyone the outcome.
+        Empty reason, error and reply are left out (a reader's default)."""
+        data: dict[str, Any] = {"event_id": event_id, "state": state}
+        for key, value in (("reason", reason), ("error", error[:1000]),
+                           ("reply", reply[:REPLY_LIMIT])):
+            if value:
+                data[key] = value
+        data["event_done"] = event_done
+        data["messages"] = messages
+        held = self._held.pop(run_id, None)
+        if held is not None:  # never written: its start and model usage fold into its end
+            started: dict[str, Any] = {"attempt": held.start.get("attempt", 1)}
+            if held.usage:
+                started["usage"] = held.usage
+            identity = held.start.get("identity")
+            if isinstance(identity, dict):
+                kept = self._profile_of(identity)
+                first = messages[0].get("content") if messages else None
+                if first == kept.get("goal"):
+                    kept = {k: v for k, v in kept.items() if k != "goal"}
+                started["identity"] = kept
+            data["started"] = started
+        entry = self._entry(EntryType.RUN_FINISHED, data, run_id)
+        if self.sealed:
+            return None
+        self.entries_since_checkpoint += 1
+        return self.journal.submit(entry)
+
+
+@dataclass(slots=True)
+class _HeldStart:
+    start: dict[str, Any]
+    usage: list[dict[str, Any]] = field(default_factory=list)

@@ -34,6 +34,20 @@ def reconciled_observation(decision: dict[str, Any]) -> str:
     return f"failed: {decision.get('note') or 'the write failed'}"
 
 
+async def full_identity(journal: JournalProvider, process: str, identity: dict[str, Any],
+                        before_seq: int | None) -> dict[str, Any]:
+    """A run's identity with its profile (the ``profile`` entry its ``config_digest`` names,
+    the last one before ``before_seq``): found by the entry-type index, so flat in the
+    journal's length. An identity that carries its profile (older journals) is kept as it is."""
+    digest = identity.get("config_digest")
+    if "profile" in identity or not digest:
+        return dict(identity)
+    found = await journal.read(ReadFilter(process=process, entry_type=EntryType.PROFILE,
+                                          until_seq=before_seq, newest_first=True, limit=20))
+    profile = next((e.data for e in found if e.data.get("config_digest") == digest), {})
+    return {**profile, **identity}
+
+
 class ReplayEngine:
     """``recover(process)`` reads the last checkpoint and only the entries after it."""
 
@@ -98,6 +112,7 @@ class RunRebuild:
     interrupted: list[tuple[int, ToolCall]] = field(default_factory=list)
     failed_by_operator: str | None = None
     identity: dict[str, Any] | None = None  # frozen at the run's start
+    started_seq: int = 0  # the seq of its run_started entry
     artifacts: list[dict[str, Any]] = field(default_factory=list)  # completion evidence
     final_reply: str | None = None  # a final reply that has not yet been accepted
     waiting_evidence: bool = False  # parked until an operator answers
@@ -141,6 +156,7 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
             continue
         if kind == EntryType.RUN_STARTED and isinstance(d.get("identity"), dict):
             out.identity = dict(d["identity"])
+            out.started_seq = entry.seq
         elif kind == EntryType.RUN_WAITING and d.get("reason") == "missing_completion_evidence":
             out.final_reply = str(d.get("reply", ""))
             out.missing = str(d.get("missing", ""))

@@ -1,13 +1,14 @@
-"""SQLite journal: WAL, synchronous=FULL, one writer task that group-commits.
+"""SQLite journal: WAL, synchronous=FULL, one writer thread that group-commits.
 
-Every ``append`` goes onto one queue. The writer takes everything queued, writes it in one
-``BEGIN IMMEDIATE ... COMMIT`` on the writer connection's thread, and only then releases the
-callers, so an acknowledged entry is on disk and throughput grows with the number of producers
-instead of paying one fsync each. Reads use a second connection and never wait for the writer.
+Every ``submit`` goes onto one queue. The writer thread (sqlite_writer) takes everything queued,
+writes it in one ``BEGIN IMMEDIATE ... COMMIT``, and only then releases the callers, so an
+acknowledged entry is on disk and throughput grows with the number of producers instead of
+paying one fsync each. Reads use a second connection and never wait for the writer.
 
-This module is the provider: connections, seqs, the writer task and the reads. The file format
-(tables, migrations, damage) is in sqlite_schema, one commit's SQL in sqlite_commit and the
-read SQL in sqlite_queries; the names other code used from here are re-exported.
+This module is the provider: connections, seqs and the reads. The file format (tables,
+migrations, damage) is in sqlite_schema, one commit's SQL in sqlite_commit, the writer thread in
+sqlite_writer and the read SQL in sqlite_queries; the names other code used from here are
+re-exported.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import aiosqlite
 
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.faults import FaultState, is_passing
+from runtime_core.journal.faults import FaultState
 from runtime_core.journal.provider import (
     DELIVERY_KEEP_SECONDS,
     IndexRules,
@@ -35,7 +36,7 @@ from runtime_core.journal.provider import (
     to_json,
 )
 from runtime_core.journal.sqlite_check import take_file
-from runtime_core.journal.sqlite_commit import PendingAppend, batch_rows, write_batch
+from runtime_core.journal.sqlite_commit import PendingAppend
 from runtime_core.journal.sqlite_lock import JournalLock, check_path
 from runtime_core.journal.sqlite_queries import SELECT_ENTRIES, read_sql, row_to_entry
 from runtime_core.journal.sqlite_schema import (
@@ -44,9 +45,11 @@ from runtime_core.journal.sqlite_schema import (
     SQLITE_HEADER,
     DamagedJournal,
     checksum,
-    connect,
+    connect_reader,
+    connect_writer,
     move_aside,
 )
+from runtime_core.journal.sqlite_writer import FLUSH, WriterThread
 
 __all__ = [
     "MIGRATIONS",
@@ -59,9 +62,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_FLUSH = JournalEntry("(flush marker)", "")
-
 
 class SQLiteJournal:
     def __init__(
@@ -81,10 +81,8 @@ class SQLiteJournal:
         self.max_batch = max_batch
         self.on_damage = on_damage
         self.damage: DamagedJournal | None = None
-        self._writer: aiosqlite.Connection | None = None
+        self._writer: WriterThread | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._queue: asyncio.Queue[PendingAppend | None] = asyncio.Queue()
-        self._writer_task: asyncio.Task[None] | None = None
         self._lock = JournalLock(self.path)  # held while open: one writer per file
         self._heads: dict[str, int] = {}
         self._pids: dict[str, int] = {}  # process_id (a uuid) -> small integer stored per row
@@ -97,7 +95,7 @@ class SQLiteJournal:
     # -- opening ----------------------------------------------------------------------------------
     @property
     def is_open(self) -> bool:
-        return self._writer_task is not None and not self._closed
+        return self._writer is not None and not self._closed
 
     async def open(self) -> None:
         """Open (or reopen after close); a no-op when already open. Refuses (a JournalError
@@ -107,7 +105,6 @@ class SQLiteJournal:
             return
         self._closed = False
         self._error = None
-        self._queue = asyncio.Queue()
         damage = await asyncio.to_thread(self._take, True)
         if damage is not None:
             self.damage = damage
@@ -120,7 +117,6 @@ class SQLiteJournal:
             await self._disconnect()
             self._lock.release()
             raise
-        self._writer_task = asyncio.create_task(self._write_loop(), name="journal-writer")
 
     def preflight(self) -> None:
         """Raise now what open() would refuse, opening nothing (a command fails before it
@@ -139,18 +135,26 @@ class SQLiteJournal:
             raise
 
     async def _connect(self) -> None:
-        self._writer = await connect(self.path, self.busy_timeout_ms, writer=True)
-        async with self._writer.execute("SELECT process, last_seq FROM heads") as cursor:
-            self._heads = {row[0]: int(row[1]) async for row in cursor}
-        async with self._writer.execute("SELECT process_id, pid FROM incarnations") as cursor:
-            self._pids = {row[0]: int(row[1]) async for row in cursor}
-        self._reader = await connect(self.path, self.busy_timeout_ms, writer=False)
+        conn = await asyncio.to_thread(connect_writer, self.path, self.busy_timeout_ms)
+        try:
+            self._heads = {row[0]: int(row[1]) for row in conn.execute(
+                "SELECT process, last_seq FROM heads")}
+            pids = {row[0]: int(row[1]) for row in conn.execute(
+                "SELECT process_id, pid FROM incarnations")}
+        except BaseException:
+            conn.close()
+            raise
+        self._writer = WriterThread(conn, pids, path=self.path,
+                                    loop=asyncio.get_running_loop(), settle=self._settle,
+                                    on_fault=self._on_fault, max_batch=self.max_batch)
+        self._reader = await connect_reader(self.path, self.busy_timeout_ms)
 
     # -- writing ---------------------------------------------------------------------------------
     def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:
         """Queue ``entry`` (its seq is assigned now) and return a future that resolves once it is
         committed. Entries commit in the order they were submitted."""
-        if self._closed or self._writer_task is None:
+        writer = self._writer
+        if self._closed or writer is None:
             raise JournalError(f"journal {self.path} is not open")
         if self._error is not None:
             raise JournalError(f"journal {self.path} failed earlier: {self._error}")
@@ -160,8 +164,8 @@ class SQLiteJournal:
         seq = self._heads.get(entry.process, 0) + 1
         self._heads[entry.process] = seq
         entry.seq = seq
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((entry, data, attached, future, effects))
+        future: asyncio.Future[None] = writer.loop.create_future()
+        writer.put((entry, data, attached, future, effects))
         return future
 
     async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
@@ -170,82 +174,44 @@ class SQLiteJournal:
         return entry
 
     async def flush(self) -> None:
-        if self._writer_task is None or self._closed:
+        writer = self._writer
+        if writer is None or self._closed:
             return
         if self._error is not None:
             raise JournalError(f"journal {self.path} failed earlier: {self._error}")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((_FLUSH, "", None, future, []))  # a marker, never written
+        future: asyncio.Future[None] = writer.loop.create_future()
+        writer.put((FLUSH, "", None, future, []))
         await future
 
-    async def _write_loop(self) -> None:
-        queue = self._queue
-        while True:
-            item = await queue.get()
-            if item is None:
-                return
-            batch = [item]
-            stop = False
-            while len(batch) < self.max_batch:
-                try:
-                    nxt = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                batch.append(nxt)
-            rows = [b for b in batch if b[0] is not _FLUSH]
-            try:
-                if rows:
-                    await self._commit_until_written(rows)
-            except BaseException as exc:  # keep serving callers; every later append fails loudly
-                self._error = exc
-                log.critical("journal %s: write failed: %s", self.path, exc)
-                for _, _, _, fut, _ in batch:
-                    if not fut.done():
-                        fut.set_exception(JournalError(f"journal write failed: {exc}"))
-                        fut.exception()  # mark retrieved: fire-and-forget callers may not look
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-            else:
-                self.batches += 1
-                self.committed += len(rows)
-                for _, _, _, fut, _ in batch:
-                    if not fut.done():
-                        fut.set_result(None)
-            if stop:
-                return
+    def _settle(self, batch: list[PendingAppend], error: BaseException | None) -> None:
+        """On the loop: release a committed batch's callers, or fail them (never acknowledged);
+        after a failure every later append fails loudly too."""
+        if error is None:
+            self.batches += 1
+            self.committed += sum(1 for item in batch if item[0] is not FLUSH)
+            for item in batch:
+                if not item[3].done():
+                    item[3].set_result(None)
+            return
+        if self._error is None:
+            self._error = error
+            log.critical("journal %s: write failed: %s", self.path, error)
+        for item in batch:
+            future = item[3]
+            if not future.done():
+                future.set_exception(JournalError(f"journal write failed: {error}"))
+                future.exception()  # mark retrieved: fire-and-forget callers may not look
+
+    def _on_fault(self, error: BaseException | None) -> None:
+        if error is None:
+            self.faults.written()
+        else:
+            self.faults.failed(error)
 
     @property
     def fault(self) -> str | None:
         """Why the journal cannot be written now (degraded), or None."""
         return self.faults.reason
-
-    async def _commit_until_written(self, rows: list[PendingAppend]) -> None:
-        """Commit ``rows``; a passing fault (lock held elsewhere, disk full, I/O error) is
-        waited out with backoff, the same batch tried again, so the journal heals by itself.
-        Closed while degraded: the batch fails, its callers were never acknowledged."""
-        while True:
-            try:
-                await self._commit(rows)
-            except Exception as exc:
-                if not is_passing(exc) or self._closed:
-                    raise
-                self.faults.failed(exc)
-                await asyncio.sleep(self.faults.delay)
-                continue
-            self.faults.written()
-            return
-
-    async def _commit(self, rows: list[PendingAppend]) -> None:
-        assert self._writer is not None
-        entry_rows, ops, heads = batch_rows(rows)
-        # One hop to the connection's thread for the whole transaction (aiosqlite runs each
-        # call on its own thread; several awaits would hold the write lock across loop turns).
-        await self._writer._execute(  # type: ignore[no-untyped-call]
-            write_batch, self._writer._conn, entry_rows, ops, heads, self._pids
-        )
 
     # -- reading ---------------------------------------------------------------------------------
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -321,15 +287,15 @@ class SQLiteJournal:
         if self._closed:
             return
         self._closed = True
-        if self._writer_task is not None:
-            self._queue.put_nowait(None)
-            await asyncio.gather(self._writer_task, return_exceptions=True)
+        writer = self._writer
+        if writer is not None:
+            writer.stop()  # commits what is queued, then closes its connection
+            await asyncio.shield(writer.done)
         await self._disconnect()
-        self._writer_task = None
+        self._writer = None
         self._lock.release()  # last: the next writer finds the file closed (WAL folded in)
 
     async def _disconnect(self) -> None:
-        for conn in (self._reader, self._writer):
-            if conn is not None:
-                await conn.close()
-        self._reader = self._writer = None
+        if self._reader is not None:
+            await self._reader.close()
+        self._reader = None

@@ -62,49 +62,58 @@ MIGRATIONS: dict[int, list[str]] = {
 }
 
 
-async def migrate(conn: aiosqlite.Connection) -> None:
+def migrate(conn: sqlite3.Connection) -> None:
     """Bring the schema up to SCHEMA_VERSION, one transaction per migration."""
-    await conn.execute(
-        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-    )
-    async with conn.execute("SELECT value FROM meta WHERE key='schema_version'") as cursor:
-        row = await cursor.fetchone()
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     version = int(row[0]) if row else 0
     for target in sorted(v for v in MIGRATIONS if v > version):
-        await conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in MIGRATIONS[target]:
-                await conn.execute(statement)
-            await conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(target),),
-            )
-            await conn.execute("COMMIT")
+                conn.execute(statement)
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                         (str(target),))
+            conn.execute("COMMIT")
         except BaseException:
-            await conn.execute("ROLLBACK")
+            conn.execute("ROLLBACK")
             raise
 
 
-async def connect(path: Path, busy_timeout_ms: int, *, writer: bool) -> aiosqlite.Connection:
-    """A connection to the journal at ``path``; the writer's is in WAL mode with
-    synchronous=FULL and migrates the schema. A failure names the path and what to check."""
-    import aiosqlite  # here, not above: the read-only inspect path loads this module
-
-    conn: aiosqlite.Connection | None = None
+def connect_writer(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """The writing connection to the journal at ``path``: WAL, synchronous=FULL, the schema
+    migrated. Opened on any thread, then used only by the writer thread. A failure names the
+    path and what to check."""
+    conn: sqlite3.Connection | None = None
     try:
-        conn = await aiosqlite.connect(path, isolation_level=None)
-        await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        if writer:
-            await conn.execute("PRAGMA journal_mode=WAL")
-            await conn.execute("PRAGMA synchronous=FULL")
-            await migrate(conn)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        migrate(conn)
         return conn
     except sqlite3.Error as exc:  # e.g. a read-only file: SQLite opens it, the first write fails
         if conn is not None:
-            await conn.close()
-        raise JournalError(f"cannot open journal {path} for writing: {exc}; check that this "
-                           "user can write the file and its folder and that the disk has "
-                           f"room, {ELSEWHERE}") from exc
+            conn.close()
+        raise _cannot_write(path, exc) from exc
+
+
+def _cannot_write(path: Path, exc: BaseException) -> JournalError:
+    return JournalError(f"cannot open journal {path} for writing: {exc}; check that this "
+                        "user can write the file and its folder and that the disk has "
+                        f"room, {ELSEWHERE}")
+
+
+async def connect_reader(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
+    """A reading connection (reads never wait for the writer in WAL mode)."""
+    import aiosqlite  # here, not above: the read-only inspect path loads this module
+
+    try:
+        conn = await aiosqlite.connect(path, isolation_level=None)
+        await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        return conn
+    except sqlite3.Error as exc:
+        raise _cannot_write(path, exc) from exc
 
 
 def checksum(text: str) -> int:

@@ -24,8 +24,12 @@ def summarize(entry: JournalEntry) -> str:
         return f"event {str(d.get('event_id', ''))[:8]} accepted ({d.get('trigger_type')})"
     if t == EntryType.RUN_STARTED:
         ident = d.get("identity") or {}
-        profile = f" ({ident.get('profile')}@{ident.get('version')})" if ident else ""
+        profile = f" ({ident.get('profile')}@{ident.get('version')})" \
+            if ident.get("profile") else ""
         return f"run started for event {str(d.get('event_id', ''))[:8]}{profile}"
+    if t == EntryType.PROFILE:
+        return f"profile {d.get('profile')}@{d.get('version')} " \
+               f"(configuration {str(d.get('config_digest', ''))[:12]})"
     if t == EntryType.MODEL_USAGE and isinstance(d.get("sampling"), dict):
         server = d["sampling"].get("server", "")
         return f"model turn {d.get('turn', '')} (sampling for {server}): " \
@@ -56,7 +60,11 @@ def summarize(entry: JournalEntry) -> str:
                f"{d.get('resumed_under')}"
     if t == EntryType.RUN_FINISHED:
         tail = d.get("reply") if d.get("state") == "succeeded" else d.get("error")
-        return f"run {d.get('state')}: {_short(tail or '', 50)}"
+        started = d.get("started")
+        turns = started.get("usage") if isinstance(started, dict) else None
+        model = f" ({len(turns)} model turn(s))" if isinstance(turns, list) and turns else ""
+        event = str(d.get("event_id", ""))[:8]
+        return f"run {d.get('state')} for event {event}{model}: {_short(tail or '', 50)}"
     if t == EntryType.DEAD_LETTERED:
         return f"dead letter {str(d.get('event_id', ''))[:8]}: {d.get('reason')}"
     if t == EntryType.CHECKPOINT:

@@ -114,10 +114,14 @@ class Dispatch:
     async def _settle(self, run: Run) -> None:
         core = self.core
         succeeded = run.state is RunState.SUCCEEDED
-        self.journal.record_run_end(run, event_done=succeeded)
+        durable = self.journal.record_run_end(run, event_done=succeeded)
+        crashpoints.reached("run_end_submitted")  # submitted: maybe not yet durable
         if crashpoints.armed("run_end") and core.recorder is not None:
             await core.recorder.journal.flush()  # the end is durable, its checkpoint is not
             crashpoints.reached("run_end")
+        hooked = core.hooks.any(HookEvent.RUN_END)
+        if hooked and durable is not None:  # the hook is outside: it hears a durable end
+            await self._durable(run, durable)
         if succeeded:
             core.delivery.succeeded(run.event)
             core.invocation_count += 1
@@ -125,14 +129,27 @@ class Dispatch:
             core.restart_count = 0
         else:
             self._failed(run)
-        self._run_done(run)
+        self._run_done(run, durable)
         for part in core.parts:  # health, budget and mission act on the outcome
             await part.after_run(run)
-        if core.hooks.any(HookEvent.RUN_END):
+        if hooked:
             await core.hooks.dispatch(HookEvent.RUN_END, {
                 "run_id": run.run_id, "state": run.state.value, "reason": run.reason,
                 "reply": run.reply})
-        self.journal.checkpoint_soon()
+        self.journal.checkpoint_after_run()
+
+    async def _durable(self, run: Run, durable: asyncio.Future[None]) -> None:
+        try:
+            await asyncio.shield(durable)
+        except JournalError:
+            log.critical("process %s: the end of run %s is not durable", self.core.name,
+                         run.run_id)
+
+    def _announce(self, run: Run, durable: asyncio.Future[None]) -> None:
+        if not durable.cancelled() and durable.exception() is not None:
+            log.critical("process %s: the end of run %s is not durable: %s", self.core.name,
+                         run.run_id, durable.exception())
+        self._emit_finished(run)
 
     def _failed(self, run: Run) -> None:
         core = self.core
@@ -149,12 +166,21 @@ class Dispatch:
         if core.consecutive_failures >= core.config.max_consecutive_failures:
             self._enter_failed("max consecutive failures", error)
 
-    def _run_done(self, run: Run) -> None:
-        """Bookkeeping once a run ends; announced after the counters it changed are updated."""
+    def _run_done(self, run: Run, durable: asyncio.Future[None] | None = None) -> None:
+        """Bookkeeping once a run ends; announced (RunFinished: the room, the API's stream,
+        subscribers) after the counters it changed are updated and once its end is durable,
+        the worker going on meanwhile (its next entries follow the end in the journal)."""
         core = self.core
         core.inflight.pop(run.run_id, None)
         core.recent_runs.append(run)
         core.touch()
+        if durable is None or durable.done():
+            self._emit_finished(run)
+        else:
+            durable.add_done_callback(lambda future: self._announce(run, future))
+
+    def _emit_finished(self, run: Run) -> None:
+        core = self.core
         if core.notifier.has_listeners:
             core.notifier.emit(RunFinished(
                 process=core.name, run_id=run.run_id, event_id=run.event.event_id,

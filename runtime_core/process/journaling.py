@@ -4,6 +4,7 @@ updates."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -112,16 +113,20 @@ class ProcessJournal:
             moved_to=str(damage.moved_to or "")))
 
     # -- runs ------------------------------------------------------------------------------------
-    def record_run_end(self, run: Run, *, event_done: bool) -> None:
+    def record_run_end(self, run: Run, *, event_done: bool) -> asyncio.Future[None] | None:
+        """Submit the run's end; the future resolves once it is durable (None: not journaled).
+        The outcome is reported to no one outside before that (see the recorder)."""
         recorder = self.core.recorder
         if recorder is None:
-            return
+            return None
         try:
-            recorder.run_finished(run.run_id, run.event.event_id, run.state.value, run.reason,
-                                  run.error, run.reply, event_done, run.messages)
+            return recorder.run_finished(run.run_id, run.event.event_id, run.state.value,
+                                         run.reason, run.error, run.reply, event_done,
+                                         run.messages)
         except Exception:  # the run's outcome is already decided; a journal fault is logged
             log.critical("process %s: could not journal the end of run %s", self.core.name,
                          run.run_id, exc_info=True)
+            return None
 
     def finish_failed(self, failed: RecoveredRun) -> None:
         """A run an operator reconciled as failed: its event goes to the dead letters."""
@@ -150,6 +155,22 @@ class ProcessJournal:
             if kept is not None:
                 state[part.key] = kept
         return state
+
+    def checkpoint_after_run(self) -> None:
+        """A checkpoint every ``checkpoint_every`` runs, or once the entries since the last one
+        pass ``checkpoint_entries``; after every run for a process whose parts keep state that a
+        crash must not roll back (a day's budget, a mission, a health history). Recovery reads
+        the last checkpoint and the tail after it, so the tail's bound is recovery's bound."""
+        core = self.core
+        recorder = core.recorder
+        if recorder is None:
+            return
+        cfg = core.config.journal
+        if (core.parts or recorder.runs_since_checkpoint + 1 >= cfg.checkpoint_every
+                or recorder.entries_since_checkpoint >= cfg.checkpoint_entries):
+            self.checkpoint_soon()
+        else:
+            recorder.runs_since_checkpoint += 1
 
     def checkpoint_soon(self) -> None:
         if self.core.recorder is not None:

@@ -196,6 +196,7 @@ class Supervisor:
             await self.drain(self._drain_for(drain_timeout))
         for event in await self.triggers.stop_all(keep_leftovers=True):
             core.delivery.offer(event)  # journaled as accepted: the next start takes it back
+        await journal.flush()  # runs that ended are durable, so announced, so not in flight
         counts = {"pending": core.delivery.queue_size + core.delivery.pending_retries
                   + len(core.inflight), "dead_letters": len(core.delivery.dead_letters)}
         await recorder.append(EntryType.SHUTDOWN, {"pending": counts["pending"]})

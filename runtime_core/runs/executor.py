@@ -14,6 +14,7 @@ import json
 import time
 from typing import Any
 
+from runtime_core import crashpoints
 from runtime_core.agent.attachments import ATTACHMENTS_KEY, Attachment
 from runtime_core.agent.model import ModelRequest, ModelTurn, ToolCall, ToolSpec
 from runtime_core.context import Message
@@ -237,6 +238,7 @@ class RunExecutor:
                 s.recorder.model_turn(run.run_id, step, run.model_calls - 1, turn, messages)
             except JournalError as exc:
                 raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
+            crashpoints.reached("model_turn")  # held or submitted: nothing waited for it
         run.output_chars += len(turn.reply or "") + sum(
             len(c.name) + len(json.dumps(c.args, default=str)) for c in turn.tool_calls)
         record = StepRecord(step, "model", name=getattr(s.model, "name", "model"),

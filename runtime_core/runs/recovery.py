@@ -15,7 +15,12 @@ from runtime_core.delivery.dead_letters import DeadLetter
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import JournalProvider, ReadFilter, StoredDeadLetter
 from runtime_core.journal.recorder import ProcessRecorder
-from runtime_core.journal.replay import ReplayEngine, RunRebuild, rebuild_run
+from runtime_core.journal.replay import (
+    ReplayEngine,
+    RunRebuild,
+    full_identity,
+    rebuild_run,
+)
 from runtime_core.runs.completion import MISSING_COMPLETION_EVIDENCE, Artifact
 from runtime_core.runs.identity import RunIdentity
 from runtime_core.runs.run import ResumePoint, Run, RunState
@@ -85,6 +90,8 @@ async def recover_process(
         rebuild = rebuild_run(entries)
         run = Run(name, event, open_run.attempt, run_id=open_run.run_id)
         if rebuild.identity is not None:
+            rebuild.identity = await full_identity(journal, name, rebuild.identity,
+                                                   rebuild.started_seq or None)
             run.identity = RunIdentity.from_dict(rebuild.identity)
         run.artifacts = [Artifact.from_dict(a) for a in rebuild.artifacts]
         recovered = RecoveredRun(run, rebuild)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-import secrets
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from runtime_core import ids
 from runtime_core.agent.model import ToolCall
 from runtime_core.context import Message
 from runtime_core.runs.completion import Artifact
@@ -67,7 +66,7 @@ class Run:
     process: str
     event: TriggerEvent
     attempt: int = 1
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    run_id: str = field(default_factory=lambda: ids.token_hex(8))
     state: RunState = RunState.QUEUED
     reason: str = ""
     error: str = ""
@@ -140,7 +139,7 @@ class RunFailure(Exception):
 def render_event_message(event: TriggerEvent) -> str:
     """The user message for an event. The payload sits in a freshly tagged block so text inside it
     cannot pose as instructions or close the block."""
-    tag = f"untrusted-{secrets.token_hex(4)}"
+    tag = f"untrusted-{ids.token_hex(4)}"
     payload = event.payload
     body = payload if isinstance(payload, str) else json.dumps(payload, default=str)
     return (

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import enum
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
+
+from runtime_core import ids
 
 #: Event metadata key a push trigger sets when the sender names its deliveries (GitHub's
 #: X-GitHub-Delivery, Standard Webhooks' webhook-id): unique per sender and delivery, and kept
@@ -16,7 +17,7 @@ DELIVERY_KEY = "delivery_key"
 
 
 def _new_event_id() -> str:
-    return str(uuid.uuid4())
+    return str(ids.uuid4())
 
 
 def _utc_now() -> datetime:

@@ -62,6 +62,8 @@ async def main() -> None:
     parser.add_argument("--exit-when-idle", action="store_true")
     parser.add_argument("--mcp", action="store_true",
                         help="peek and record are tools of an MCP stdio server")
+    parser.add_argument("--reply-only", action="store_true",
+                        help="the model only replies: runs that call no tool")
     parser.add_argument("--recover", choices=("true", "false", "strict"), default="true",
                         help="the journal's recover_on_start")
     args = parser.parse_args()
@@ -74,12 +76,14 @@ async def main() -> None:
         servers = {"ledger": {"command": "python", "args": [str(LEDGER_SERVER)],
                               "env": {"LEDGER": str(LEDGER)}, "timeout": 60}}
         tools = []
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "peek", "args": {}}, {"name": "record", "args": record_args}]},
+        {"reply": "ok"},
+    ]
+    if args.reply_only:
+        turns, tools, servers = [{"reply": "ok"}], [], {}
     config = ProcessConfig(
-        model={"provider": "scripted", "turns": [
-            {"tool_calls": [{"name": "peek", "args": {}},
-                            {"name": "record", "args": record_args}]},
-            {"reply": "ok"},
-        ]},
+        model={"provider": "scripted", "turns": turns},
         servers=servers,
         journal={"level": "checkpoint", "path": args.db,
                  "recover_on_start": {"true": True, "false": False}.get(args.recover,

@@ -34,7 +34,7 @@ class WorkerResult:
 async def run_worker(
     tmp: Path, *, inject: int = 0, prefix: str = "ev", crash: str | None = None,
     reconcile: bool = False, kill_after: float | None = None, timeout: float = 60.0,
-    mcp: bool = False,
+    mcp: bool = False, reply_only: bool = False,
 ) -> WorkerResult:
     env = dict(os.environ)
     env.pop("PROMPTUI_CRASH_AT", None)
@@ -46,6 +46,8 @@ async def run_worker(
         cmd.append("--reconcile")
     if mcp:
         cmd.append("--mcp")
+    if reply_only:
+        cmd.append("--reply-only")
     if kill_after is None:
         cmd.append("--exit-when-idle")
     proc = await asyncio.create_subprocess_exec(
@@ -114,8 +116,8 @@ def journal_facts(tmp: Path) -> dict[str, Any]:
     return {"integrity": integrity, "succeeded": succeeded, "applied": applied, "seqs": seqs}
 
 
-def check_invariants(tmp: Path, acked: list[str], final: WorkerResult, *, mcp: bool = False
-                     ) -> dict[str, Any]:
+def check_invariants(tmp: Path, acked: list[str], final: WorkerResult, *, mcp: bool = False,
+                     reply_only: bool = False) -> dict[str, Any]:
     """The final run reconciled everything and ran until idle; check what survived."""
     assert final.idle is not None, "the final run never became idle"
     facts = journal_facts(tmp)
@@ -132,7 +134,7 @@ def check_invariants(tmp: Path, acked: list[str], final: WorkerResult, *, mcp: b
     missing = [e for e in acked if e not in set(succeeded) and e not in dead]
     assert not missing, f"acknowledged events lost: {missing}"
     assert final.idle["waiting"] == []
-    if mcp:  # an MCP tool cannot write the context: the ledger alone is the record
+    if mcp or reply_only:  # an MCP tool cannot write the context: the ledger is the record
         return facts
     assert final.idle["count"] == len(lines) - facts["applied"], (
         "context counter does not match the ledger", final.idle["count"], len(lines),
@@ -154,6 +156,30 @@ async def test_named_crash_point_loses_nothing_and_repeats_no_write(
     restarted = await run_worker(tmp_path, inject=2, prefix="b", reconcile=True, mcp=mcp)
     assert restarted.ready is not None and restarted.ready["lifecycle_state"] != "stopped"
     check_invariants(tmp_path, crashed.acks + restarted.acks, restarted, mcp=mcp)
+
+
+@pytest.mark.parametrize("reply_only", [False, True], ids=["write-tool", "reply-only"])
+@pytest.mark.parametrize("point", ["model_turn", "run_end_submitted"])
+async def test_crash_where_nothing_waited_loses_no_acknowledged_event(
+    tmp_path: Path, point: str, reply_only: bool
+) -> None:
+    """The points where entries are submitted without waiting (a model turn held or submitted,
+    a run's end submitted before it is durable): a kill there loses only what nobody outside
+    saw. Every acknowledged event still runs to success exactly once, no write runs twice,
+    and the recovered state is the journal's (the context counter matches the ledger)."""
+    crashed = await run_worker(tmp_path, inject=6, prefix="a", crash=f"{point}:3",
+                               reply_only=reply_only)
+    assert crashed.returncode == -signal.SIGKILL, f"{point} was never reached"
+    restarted = await run_worker(tmp_path, inject=2, prefix="b", reconcile=True,
+                                 reply_only=reply_only)
+    assert restarted.ready is not None
+    facts = check_invariants(tmp_path, crashed.acks + restarted.acks, restarted,
+                             reply_only=reply_only)
+    # Every acknowledged event succeeded once (one accepted and not yet acknowledged when the
+    # kill came may have run too: it was durable, so it was not lost either).
+    assert set(crashed.acks + restarted.acks) <= set(facts["succeeded"])
+    assert restarted.idle is not None
+    assert restarted.idle["invocation_count"] == len(facts["succeeded"])
 
 
 @TOOL_KINDS

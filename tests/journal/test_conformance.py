@@ -1,8 +1,10 @@
 """One suite that every journal backend must pass, plus the SQLite backend's own guarantees.
 
-The ``journal`` fixture yields an opened InMemoryJournal or SQLiteJournal; the tests only use the
-JournalProvider protocol unless they are explicitly about SQLite (durability on disk, WAL,
-reopening, damage handling, corruption, group commit).
+The ``journal`` fixture yields an opened InMemoryJournal, SQLiteJournal or PostgresJournal (on
+a fresh schema of the worker's throwaway PostgreSQL, tests/pgserver.py); the tests only use
+the JournalProvider protocol unless they are explicitly about SQLite (durability on disk, WAL,
+reopening, damage handling, corruption, group commit). PostgreSQL's own guarantees are in
+test_postgres_journal.py.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from runtime_core.journal import (
@@ -27,6 +30,7 @@ from runtime_core.journal import (
     JournalError,
     JournalProvider,
     OpenRun,
+    PostgresJournal,
     ReadFilter,
     SQLiteJournal,
 )
@@ -34,9 +38,15 @@ from runtime_core.journal import (
 T0 = 1_700_000_000.0
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    j: Any = InMemoryJournal() if request.param == "memory" else SQLiteJournal(tmp_path / "j.db")
+    j: Any
+    if request.param == "memory":
+        j = InMemoryJournal()
+    elif request.param == "sqlite":
+        j = SQLiteJournal(tmp_path / "j.db")
+    else:  # pg_dsn only now: memory and sqlite never wait for (or skip on) a PostgreSQL
+        j = PostgresJournal(request.getfixturevalue("pg_dsn"))
     await j.open()
     try:
         yield j
@@ -58,10 +68,20 @@ def on_disk(path: Path) -> list[tuple[str, int, str]]:
     return [(r[0], int(r[1]), r[2]) for r in rows]
 
 
+def in_postgres(dsn: str) -> list[tuple[str, int, str]]:
+    """What a brand-new connection to the database sees, in commit order."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT process, seq, entry_type FROM entries ORDER BY id").fetchall()
+    return [(r[0], int(r[1]), r[2]) for r in rows]
+
+
 async def visible(j: Any) -> list[tuple[str, int, str]]:
-    """Entries that are durable: on disk for SQLite (a fresh connection), the log for memory."""
+    """Entries that are durable: on disk for SQLite and in PostgreSQL (a fresh connection),
+    the log for memory."""
     if isinstance(j, SQLiteJournal):
         return on_disk(j.path)
+    if isinstance(j, PostgresJournal):
+        return await asyncio.to_thread(in_postgres, j._dsn)
     return [(e.process, e.seq, e.entry_type) for e in await j.read(ReadFilter())]
 
 
@@ -443,8 +463,9 @@ async def test_open_runs_are_per_process_and_ignore_unknown_runs(journal: Any) -
 
 # -- bad input ----------------------------------------------------------------------------------
 def serialisation_errors(j: Any) -> tuple[type[BaseException], ...]:
-    """SQLite must raise JournalError; the memory journal may also raise json's own errors."""
-    if isinstance(j, SQLiteJournal):
+    """SQLite and PostgreSQL must raise JournalError; the memory journal may also raise json's
+    own errors."""
+    if isinstance(j, SQLiteJournal | PostgresJournal):
         return (JournalError,)
     return (JournalError, TypeError, ValueError)
 
@@ -575,8 +596,8 @@ async def test_concurrent_producers_get_contiguous_seqs(journal: Any) -> None:
     for mine in got.values():  # each producer's own appends got increasing seqs
         assert [s for _, s in mine] == sorted(s for _, s in mine)
         assert [e for e, _ in mine] == [mine[0][0]] * each
-    if isinstance(journal, SQLiteJournal):
-        assert len(on_disk(journal.path)) == producers * each
+    if isinstance(journal, SQLiteJournal | PostgresJournal):
+        assert len(await visible(journal)) == producers * each
         assert journal.committed == producers * each
         # group commit: many appends share one transaction
         assert journal.batches <= producers * each // 10, journal.batches
@@ -600,8 +621,7 @@ async def test_sqlite_file_is_wal_with_synchronous_full(sqlite_journal: SQLiteJo
     # synchronous is per connection: ask the journal's writer connection
     writer = sqlite_journal._writer
     assert writer is not None
-    async with writer.execute("PRAGMA synchronous") as cursor:
-        assert (await cursor.fetchone())[0] == 2  # FULL
+    assert writer.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
 async def write_everything(j: Any) -> None:
@@ -833,11 +853,14 @@ async def test_delivery_index_forgets_deliveries_older_than_a_week(journal: Any)
     # a new acceptance prunes what has aged out; a delivery key reused after that is new
     await accept_delivery(journal, "p", "again", "k-old", at=now)
     assert await journal.delivery_event("p", "k-old") == "again"
+    query = "SELECT delivery_key, event_id FROM deliveries ORDER BY delivery_key"
     if isinstance(journal, SQLiteJournal):
         with closing(sqlite3.connect(journal.path)) as conn:
-            rows = conn.execute("SELECT delivery_key, event_id FROM deliveries "
-                                "ORDER BY delivery_key").fetchall()
+            rows = conn.execute(query).fetchall()
         assert rows == [("k-old", "again"), ("k-recent", "recent")]
+    if isinstance(journal, PostgresJournal):
+        with psycopg.connect(journal._dsn) as pg:
+            assert pg.execute(query).fetchall() == [("k-old", "again"), ("k-recent", "recent")]
 
 
 async def test_a_refused_event_accepted_entry_indexes_no_delivery(journal: Any) -> None:

@@ -161,7 +161,7 @@ async def test_a_full_disk_degrades_the_journal_loses_nothing_and_heals(
     await wait_for(lambda: process.status().get("journal_fault") is None, 20)
     await wait_for(lambda: process.invocation_count == len(accepted), 20)
     assert sorted(accepted) == [0, 1, 2]  # nothing acknowledged was lost
-    finished = [e.to_dict()["event_id"] for e in events if e.kind == "run.finished"]
-    assert len(finished) == 3
+    # A run's end is announced once it is durable.
+    await wait_for(lambda: len([e for e in events if e.kind == "run.finished"]) == 3, 20)
     await process.stop()
     await journal.close()

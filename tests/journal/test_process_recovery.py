@@ -282,5 +282,27 @@ async def test_checkpoints_do_not_copy_the_conversation() -> None:
     await wait_for(lambda: process.invocation_count == 20)
     await process.stop()
     checkpoints = journal_types(journal, EntryType.CHECKPOINT)
-    assert len(checkpoints) == 21  # one after every run, one on stop
+    assert len(checkpoints) == 1  # none of the 20 runs reached checkpoint_every; one on stop
     assert all("conversation" not in c.data for c in checkpoints)
+
+
+async def test_a_checkpoint_follows_every_n_runs_and_recovery_replays_the_tail() -> None:
+    journal = InMemoryJournal()
+    cfg = config()
+    cfg = cfg.model_copy(update={"journal": cfg.journal.model_copy(
+        update={"checkpoint_every": 5})})
+    process = AgentProcess("p", cfg, journal=journal, tools=Ledger().tools())
+    await process.start()
+    for i in range(12):
+        await process.inject(event(i))
+    await wait_for(lambda: process.invocation_count == 12)
+    await journal.flush()
+    counts = [c.data["invocation_count"]
+              for c in journal_types(journal, EntryType.CHECKPOINT)]
+    assert counts == [5, 10]
+    await abandon(process)  # a crash two runs after the last checkpoint
+    again = AgentProcess("p", cfg, journal=journal, tools=Ledger().tools())
+    await again.start()
+    assert again.invocation_count == 12  # the tail's two run ends, replayed
+    assert again.recovered is not None and again.recovered["entries_replayed"] > 0
+    await again.stop()

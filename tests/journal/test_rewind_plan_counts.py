@@ -32,8 +32,9 @@ async def runs(process: AgentProcess, n: int) -> None:
 
 
 async def run_starts(journal: JournalProvider, name: str) -> list[Any]:
+    """Each run's first entry: these runs call no tool, so their end (start folded in)."""
     await journal.flush()
-    return await journal.read(ReadFilter(process=name, entry_type=EntryType.RUN_STARTED))
+    return await journal.read(ReadFilter(process=name, entry_type=EntryType.RUN_FINISHED))
 
 
 async def started(runs_done: int, cap: int = CAP) -> tuple[AgentProcess, JournalProvider]:

@@ -60,7 +60,7 @@ async def post_github(process: AgentProcess, delivery: str) -> httpx.Response:
 async def runs_started(journal: SQLiteJournal) -> int:
     await journal.flush()
     return len(await journal.read(ReadFilter(process="hooks",
-                                             entry_type=EntryType.RUN_STARTED)))
+                                             entry_type=EntryType.RUN_FINISHED)))
 
 
 async def test_a_github_redelivery_after_a_restart_is_a_duplicate_and_does_not_run(

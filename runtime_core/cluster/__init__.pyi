@@ -1,0 +1,13 @@
+from .assignment import NodeInfo as NodeInfo
+from .assignment import fair_share as fair_share
+from .db import Connector as Connector
+from .errors import ClusterError as ClusterError
+from .errors import FencedOut as FencedOut
+from .leases import Lease as Lease
+from .leases import LeaseStore as LeaseStore
+from .leases import as_fenced_out as as_fenced_out
+from .leases import check_fence as check_fence
+from .leases import fence_check_sql as fence_check_sql
+from .node import ClusterNode as ClusterNode
+from .nodes import NodeRegistry as NodeRegistry
+from .schema import ensure_schema as ensure_schema

@@ -1,0 +1,165 @@
+"""The PostgreSQL journal's schema: tables, numbered migrations, entry checksums, and the read
+SQL (a ReadFilter as a SELECT, rows back into entries).
+
+The tables mirror the SQLite journal's (one conformance suite runs on both). ``entries`` has
+UNIQUE (process, seq): several nodes may write one journal, and a seq taken twice must fail
+the second commit instead of overwriting the first. JSON is kept as ``text``, exactly what
+``to_json`` produced: jsonb would reorder keys, and PostgreSQL cannot hold ``\\u0000`` in jsonb.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+import psycopg
+
+from runtime_core.journal.entry import JournalEntry
+from runtime_core.journal.provider import JournalError, ReadFilter
+
+SCHEMA_VERSION = 2
+#: pg_advisory_xact_lock key held while migrating: two nodes opening a fresh database at once
+#: migrate one after the other (the second finds the work done). "promptui" as 8 bytes.
+MIGRATION_LOCK = int.from_bytes(b"promptui", "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE entries (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            process TEXT NOT NULL,
+            process_id TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            ts DOUBLE PRECISION NOT NULL,
+            entry_type TEXT NOT NULL,
+            run_id TEXT,
+            data TEXT NOT NULL,
+            crc BIGINT NOT NULL,
+            CONSTRAINT entries_process_seq UNIQUE (process, seq)
+        )""",
+        "CREATE INDEX entries_by_type ON entries (process, entry_type, seq)",
+        "CREATE INDEX entries_by_run ON entries (run_id) WHERE run_id IS NOT NULL",
+        "CREATE TABLE heads (process TEXT PRIMARY KEY, last_seq BIGINT NOT NULL)",
+        """CREATE TABLE pending (
+            process TEXT NOT NULL, event_id TEXT NOT NULL, ord BIGINT NOT NULL,
+            event TEXT NOT NULL, PRIMARY KEY (process, event_id))""",
+        "CREATE INDEX pending_order ON pending (process, ord)",
+        # reason and error are JSON strings: free text from an exception may hold a NUL
+        """CREATE TABLE dead_letters (
+            process TEXT NOT NULL, event_id TEXT NOT NULL, ord BIGINT NOT NULL,
+            event TEXT NOT NULL, reason TEXT NOT NULL, error TEXT NOT NULL,
+            attempts BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (process, event_id))""",
+        "CREATE INDEX dead_order ON dead_letters (process, ord)",
+        """CREATE TABLE open_runs (
+            process TEXT NOT NULL, run_id TEXT NOT NULL, event_id TEXT NOT NULL,
+            attempt BIGINT NOT NULL, state TEXT NOT NULL, started_seq BIGINT NOT NULL,
+            PRIMARY KEY (process, run_id))""",
+        """CREATE TABLE deliveries (
+            process TEXT NOT NULL, delivery_key TEXT NOT NULL, event_id TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL, PRIMARY KEY (process, delivery_key))""",
+        "CREATE INDEX deliveries_by_age ON deliveries (process, at)",
+    ],
+    # the fencing epoch a scale-out node wrote the entry under (NULL: an unfenced journal)
+    2: ["ALTER TABLE entries ADD COLUMN IF NOT EXISTS epoch BIGINT NULL"],
+}
+
+
+async def schema_version(conn: psycopg.AsyncConnection[Any]) -> int:
+    """The version recorded in ``meta`` (0 before the first migration)."""
+    # A catalog query, not to_regclass(): it reads with this statement's snapshot, so after
+    # the migration lock it sees what another node just committed, where the backend's
+    # catalog cache (advisory locks do not refresh it) may still say "no such table".
+    found = await (await conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables "
+        "WHERE schemaname = current_schema() AND tablename = 'meta')")).fetchone()
+    if not found or not found[0]:
+        return 0
+    row = await (await conn.execute(
+        "SELECT value FROM meta WHERE key = 'schema_version'")).fetchone()
+    if row is None:
+        return 0
+    if not str(row[0]).isdigit():
+        raise JournalError(f"its schema version {row[0]!r} is not a number")
+    return int(row[0])
+
+
+async def migrate(conn: psycopg.AsyncConnection[Any], where: str) -> None:
+    """Bring the schema up to SCHEMA_VERSION: one transaction per migration, each under the
+    migration lock, re-reading the version once the lock is held (another node may have just
+    applied it). ``conn`` is in autocommit mode. A newer schema is refused, never touched."""
+    version = await schema_version(conn)
+    for target in sorted(MIGRATIONS):
+        if target <= version:
+            continue
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            version = await schema_version(conn)
+            if target <= version:
+                continue
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            for statement in MIGRATIONS[target]:
+                await conn.execute(statement)
+            await conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(target),))
+            version = target
+    if version > SCHEMA_VERSION:
+        raise JournalError(
+            f"journal {where} was written by a newer promptui (schema {version}, this one "
+            f"knows {SCHEMA_VERSION}); upgrade promptui to use it")
+
+
+def checksum(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8"))
+
+
+SELECT_ENTRIES = ("SELECT e.process, e.process_id, e.seq, e.ts, e.entry_type, e.run_id, "
+                  "e.data, e.crc FROM entries e")
+
+
+def row_to_entry(row: Any) -> JournalEntry:
+    process, process_id, seq, ts, entry_type, run_id, data, crc = row
+    if checksum(data) != crc:
+        raise JournalError(
+            f"journal entry {process}:{seq} is corrupt: its checksum does not match "
+            "(the row was changed outside promptui)")
+    return JournalEntry(process=process, entry_type=entry_type, data=json.loads(data),
+                        process_id=process_id, run_id=run_id, timestamp=float(ts),
+                        seq=int(seq))
+
+
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
+    """The SELECT (and its parameters) for the entries ``query`` asks for, in its order."""
+    where: list[str] = []
+    params: list[Any] = []
+    for value, clause in ((query.process, "e.process = %s"),
+                          (query.entry_type, "e.entry_type = %s"),
+                          (query.run_id, "e.run_id = %s"),
+                          (query.since_seq, "e.seq > %s"),
+                          (query.since_time, "e.ts >= %s"),
+                          (query.until_seq, "e.seq < %s"),
+                          (query.until_time, "e.ts <= %s")):
+        if value is not None:
+            where.append(clause)
+            params.append(value)
+    if query.contains:
+        # ILIKE: case-insensitive like SQLite's LIKE; the data is the JSON text as stored
+        where.append("(e.data ILIKE %s ESCAPE '\\' OR e.entry_type ILIKE %s ESCAPE '\\')")
+        params.extend([_like(query.contains)] * 2)
+    sql = SELECT_ENTRIES
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    # one process: its seq order; all: commit order (id, assigned by the one writer in order)
+    order = "e.seq" if query.process is not None else "e.id"
+    sql += f" ORDER BY {order} {'DESC' if query.newest_first else 'ASC'}"
+    if query.limit is not None:
+        sql += " LIMIT %s"
+        params.append(max(0, int(query.limit)))
+    return sql, tuple(params)
