@@ -41,15 +41,26 @@ async def produce(db: Path, n: int) -> None:
     process.notifier.add_callback(
         lambda _: done.set() if process.invocation_count >= n else None)
 
-    async def producer(k: int) -> None:
-        for i in range(n // 50):
+    async def producer(k: int, count: int) -> None:
+        for i in range(count):
             await process.inject(TriggerEvent("bench", "manual", {"i": i, "p": k}))
 
-    await asyncio.gather(*(producer(k) for k in range(50)))
+    await asyncio.gather(*(producer(k, n // 50) for k in range(50)))
     await done.wait()
+    # The worst case for recovery: the longest tail after the last checkpoint (a checkpoint
+    # every journal.checkpoint_every runs; these runs come one by one, none of them checkpointed).
+    tail = process.config.journal.checkpoint_every - 1
+    n += tail
+    await producer(50, tail)
+    await _until(process, n)
     assert process.journal is not None
     await process.journal.flush()  # abandoned without stop(), like a crash
     await process.journal.close()
+
+
+async def _until(process: AgentProcess, n: int) -> None:
+    while process.invocation_count < n:
+        await asyncio.sleep(0.001)
 
 
 def rss_kb() -> int:

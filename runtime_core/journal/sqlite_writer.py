@@ -24,6 +24,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,13 @@ class WriterThread:
     def _catch_up(self) -> None:
         """On the loop: runs after the handles ready now (the tasks a settle woke among them),
         so what they submit is queued when the thread takes its batch."""
-        self.loop.call_soon(self.caught_up.set)
+        self.loop.call_soon(self._release)
+
+    def _release(self) -> None:
+        self.caught_up.set()
+        # Hand the thread the GIL now: else it waits for the loop to idle (the runs that
+        # settle just queued would run first) and the commit's fsync overlaps no Python.
+        time.sleep(0)
 
     def _wait_for_loop(self) -> None:
         # Bounded: a busy or closing loop never holds the journal back for long.
