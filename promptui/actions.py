@@ -77,6 +77,7 @@ DASHBOARD_ACTIONS = (
     ActionSpec("sort_reverse", "O", "sort_reverse", "Reverse sort", show=False),
     ActionSpec("pause_feed", "space", "pause_feed", "Pause feed", show=False),
     ActionSpec("incidents", "I", "incidents", "Incidents", show=False),
+    ActionSpec("nodes", "N", "nodes", "Cluster nodes", show=False),
     ActionSpec("live_tail", "L", "live_tail", "Live tail", show=False),
     ActionSpec("clear_filter", "escape", "clear_filter", "Clear filter", show=False,
                palette=False),
@@ -115,6 +116,10 @@ INCIDENT_ACTIONS = (
     ActionSpec("incidents.back", "escape", "back", "Back"),
     ActionSpec("incidents.resolve", "r", "resolve", "Resolve", mutating=True),
     ActionSpec("incidents.reopen", "o", "reopen", "Reopen", mutating=True),
+)
+
+NODE_ACTIONS = (
+    ActionSpec("nodes.back", "escape", "back", "Back"),
 )
 
 TIMELINE_ACTIONS = (

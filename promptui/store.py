@@ -32,6 +32,7 @@ FEED_KINDS = {
     "mission.complete": "info",
     "health.recovered": "info",
     "escalation.sent": "warning",
+    "cluster.ownership": "warning",  # info when the process was gained
 }
 # Incidents reach the feed when they open, reopen or close; an occurrence or a linked run
 # only refreshes the incidents screen.
@@ -112,6 +113,10 @@ def describe(event: RuntimeEvent) -> str:
     if kind == "escalation.sent":
         return (f"escalation {get('reason')} via {get('channels')}: "
                 + (get("error") or "delivered"))
+    if kind == "cluster.ownership":
+        if get("gained"):
+            return f"runs on node {get('node')} now (lease epoch {get('epoch')})"
+        return f"node {get('node')} stepped down (epoch {get('epoch')}): {get('reason')}"
     return kind
 
 
@@ -122,9 +127,11 @@ TAIL_PER_TICK = 400  # the live tail shows every event up to this many a tick, t
 TAIL_KINDS = frozenset({"run.queued", "run.started", "run.step", "run.finished", "run.waiting",
                         "event.dead_lettered", "process.state", "process.recovered",
                         "process.draining", "journal.fault", "health.anomaly",
-                        "budget.exceeded", "incident.changed", "escalation.sent", "mcp.log"})
+                        "budget.exceeded", "incident.changed", "escalation.sent", "mcp.log",
+                        "cluster.ownership"})
 # What the activity log shows (server logs come rate-limited by the runtime).
-ACTIVITY_KINDS = frozenset({"run.started", "run.finished", "process.recovered", "mcp.log"})
+ACTIVITY_KINDS = frozenset({"run.started", "run.finished", "process.recovered", "mcp.log",
+                            "cluster.ownership"})
 PROGRESS_KEPT = 500  # running tool calls whose progress is remembered
 PROGRESS_KINDS = frozenset({"tool.progress", "run.step", "run.finished", "run.waiting"})
 
@@ -236,6 +243,8 @@ class UIStore:
                     severity = "info"  # delivered
                 if event.kind == "journal.fault" and not getattr(event, "reason", ""):
                     severity = "info"  # writing again
+                if event.kind == "cluster.ownership" and getattr(event, "gained", False):
+                    severity = "info"
                 line = FeedLine(event.timestamp, severity, event.process, event.kind,
                                 describe(event), _run_of(event))
                 feed.append(line)

@@ -248,6 +248,19 @@ class JournalFault(RuntimeEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OwnershipChanged(RuntimeEvent):
+    """A scale-out node took a process on (``gained``: it runs here now, under lease ``epoch``)
+    or stepped down from it (it stopped its copy: handed over, its lease lost or fenced)."""
+
+    kind: ClassVar[str] = "cluster.ownership"
+    severity: ClassVar[Severity] = "warning"
+    node: str
+    epoch: int
+    gained: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HealthAnomaly(RuntimeEvent):
     kind: ClassVar[str] = "health.anomaly"
     severity: ClassVar[Severity] = "warning"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,9 @@ class AgentRuntime:
         self._manifests: dict[str, Path] = {}  # process name -> the .agent file it came from
         #: Why each process the last start_all() could not start failed (name -> error).
         self.start_failures: dict[str, Exception] = {}
+        #: Scale-out: the node that owns a process (its id, or None), set by a cluster host;
+        #: status() then names each process's node.
+        self.node_of: Callable[[str], str | None] | None = None
 
     def _journal_for(self, config: ProcessConfig) -> JournalProvider | None:
         cfg = config.journal
@@ -58,12 +61,15 @@ class AgentRuntime:
         if journal is None:
             journal = make_journal(cfg, self._on_journal_damage)
             self._journals[key] = journal
-            faults = getattr(journal, "faults", None)
-            if isinstance(faults, FaultState):
-                faults.listen(lambda reason, j=journal: self._on_journal_fault(j, reason))
+            self._watch(journal)
         else:
             share_journal(journal, cfg)
         return journal
+
+    def _watch(self, journal: JournalProvider) -> None:
+        faults = getattr(journal, "faults", None)
+        if isinstance(faults, FaultState):
+            faults.listen(lambda reason, j=journal: self._on_journal_fault(j, reason))
 
     def check_journals(self) -> None:
         """Raise now the JournalError a start would raise for a journal file (a bad path,
@@ -111,11 +117,18 @@ class AgentRuntime:
         tools: Iterable[Any] | None = None,
         base_dir: str | Path | None = None,
         process_id: str | None = None,
+        journal: JournalProvider | None = None,
     ) -> AgentProcess:
+        """``journal``: the process's own journal instead of the one its config names (a
+        scale-out node's, fenced to its lease); kept with the runtime's journals (closed by
+        stop_all and shutdown, its faults reported) until remove_process closes it."""
         if name in self._processes:
             raise ValueError(f"a process named {name!r} already exists")
         if not isinstance(config, ProcessConfig):
             config = ProcessConfig.model_validate(config)
+        if journal is not None:
+            self._journals[("process", name)] = journal
+            self._watch(journal)
         process = AgentProcess(
             name,
             config,
@@ -129,7 +142,7 @@ class AgentRuntime:
             tools=tools,
             clock=self.clock,
             base_dir=base_dir,
-            journal=self._journal_for(config),
+            journal=journal if journal is not None else self._journal_for(config),
         )
         self._processes[name] = process
         return process
@@ -147,15 +160,19 @@ class AgentRuntime:
         taken = [m.name for m in manifests if m.name in self._processes]
         if taken:
             raise ValueError(f"processes already exist: {', '.join(taken)}")
-        added = []
-        for manifest in manifests:
-            folder = str(manifest.base_dir.resolve())
-            if folder not in sys.path:  # tools declared beside the manifest import from here
-                sys.path.insert(0, folder)
-            added.append(self.add_process(manifest.name, manifest.config,
-                                          base_dir=manifest.base_dir))
-            self._manifests[manifest.name] = manifest.path
-        return added
+        return [self.add_manifest(manifest) for manifest in manifests]
+
+    def add_manifest(self, manifest: Manifest, *, config: ProcessConfig | None = None,
+                     journal: JournalProvider | None = None) -> AgentProcess:
+        """Add the process a loaded manifest declares (``config``: a copy of its config to use
+        instead; ``journal``: its own journal, as for add_process)."""
+        folder = str(manifest.base_dir.resolve())
+        if folder not in sys.path:  # tools declared beside the manifest import from here
+            sys.path.insert(0, folder)
+        process = self.add_process(manifest.name, config or manifest.config,
+                                   base_dir=manifest.base_dir, journal=journal)
+        self._manifests[manifest.name] = manifest.path
+        return process
 
     def manifest_path(self, name: str) -> Path | None:
         """The ``.agent`` file process ``name`` was loaded from (None: added in code)."""
@@ -173,11 +190,19 @@ class AgentRuntime:
                                                                          one_line(error)]))
         return lines
 
-    async def remove_process(self, name: str) -> None:
+    async def remove_process(self, name: str, *, close: bool = True) -> None:
+        """Close the process (unless it was closed already: ``close=False``) and forget it,
+        and close the journal given to it alone."""
         process = self.get_process(name)
-        await process.close()
-        del self._processes[name]
-        self._manifests.pop(name, None)
+        try:
+            if close:
+                await process.close()
+        finally:
+            del self._processes[name]
+            self._manifests.pop(name, None)
+            own = self._journals.pop(("process", name), None)
+            if own is not None:
+                await own.close()
 
     async def start_all(self) -> None:
         """Start every process that is not already up; one that fails to start stays FAILED and
@@ -230,9 +255,12 @@ class AgentRuntime:
         ]
 
     def status(self) -> dict[str, Any]:
+        node_of = self.node_of
         return {
             "process_count": len(self._processes),
-            "processes": {name: p.status() for name, p in self._processes.items()},
+            "processes": {name: p.status() if node_of is None else
+                          {**p.status(), "node": node_of(name)}
+                          for name, p in self._processes.items()},
         }
 
     async def close(self) -> None:

@@ -25,6 +25,7 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from runtime_core import AgentRuntime
     from runtime_core.control import RemoteControl
+    from runtime_core.manifest import Manifest
 
 T = TypeVar("T")
 
@@ -247,7 +248,21 @@ def load_runtime(paths: list[Path], *,
     ``journal`` moves every journaling process's journal to that file. Raises ManifestError
     listing every problem."""
     from runtime_core import AgentRuntime
-    from runtime_core.manifest import Manifest, ManifestError, load_directory, load_manifest
+
+    manifests = load_manifests(paths)
+    if journal is not None:
+        for manifest in manifests:
+            if manifest.config.journal.level != "none":
+                manifest.config.journal.path = str(journal)
+    runtime = AgentRuntime()
+    runtime._add_manifests(manifests)  # one validated batch
+    return runtime, [w for m in manifests for w in m.warnings]
+
+
+def load_manifests(paths: list[Path]) -> list[Manifest]:
+    """Every manifest the given files and folders hold; ManifestError listing every
+    problem."""
+    from runtime_core.manifest import ManifestError, load_directory, load_manifest
 
     manifests: list[Manifest] = []
     problems = []
@@ -261,13 +276,7 @@ def load_runtime(paths: list[Path], *,
             problems.extend(exc.problems)
     if problems:
         raise ManifestError(problems)
-    if journal is not None:
-        for manifest in manifests:
-            if manifest.config.journal.level != "none":
-                manifest.config.journal.path = str(journal)
-    runtime = AgentRuntime()
-    runtime._add_manifests(manifests)  # one validated batch
-    return runtime, [w for m in manifests for w in m.warnings]
+    return manifests
 
 
 def load_or_exit(paths: list[Path] | None, *, journal: Path | None = None) -> AgentRuntime:

@@ -78,7 +78,9 @@ def status(
     table = Table(title=f"{escape(str(info.get('name', '')))} @ {escape(target.url)}",
                   box=box.SIMPLE_HEAD, expand=True, show_edge=False,
                   padding=(0, 1, 0, 0))
-    for heading in ("process", "state", "queue", "runs", "fails", "dead", "wait", "health"):
+    clustered = any(p.node is not None for p in processes)  # a scale-out node: who runs each
+    for heading in ("process", *(("node",) if clustered else ()), "state", "queue", "runs",
+                    "fails", "dead", "wait", "health"):
         table.add_column(heading, no_wrap=True)
     table.add_column("last outcome", no_wrap=True, overflow="ellipsis", ratio=1)
     faults = info.get("journal_faults") or {}
@@ -90,7 +92,8 @@ def status(
             state = f"draining ({p.active_runs} left)"
         if p.journal_fault:
             state = f"{state}, journal degraded"
-        table.add_row(escape(p.name), escape(state), f"{p.queue_depth}/{p.queue_capacity}",
+        table.add_row(escape(p.name), *((escape(p.node or "-"),) if clustered else ()),
+                      escape(state), f"{p.queue_depth}/{p.queue_capacity}",
                       f"{p.invocations} (+{p.active_runs})" if p.active_runs else
                       str(p.invocations), str(p.failure_streak), str(p.dead_letters),
                       str(p.waiting_runs), escape(p.health), escape(p.last_outcome))

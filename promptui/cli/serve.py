@@ -19,6 +19,13 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from promptui.cli.cluster_serve import (
+    CLUSTER_OPTION,
+    LEASE_TTL_OPTION,
+    MAX_PROCESSES_OPTION,
+    NODE_ID_OPTION,
+    load_cluster,
+)
 from promptui.cli.headless import StartFailed
 from promptui.cli.options import (
     BUNDLED_DEMO,
@@ -158,8 +165,13 @@ def serve(
     max_body: int = typer.Option(_GuardDefault(), "--max-body", min=1,
                                  help="Largest request body in bytes."),
     drain_timeout: float = DRAIN_OPTION,
+    cluster: str | None = CLUSTER_OPTION,
+    node_id: str | None = NODE_ID_OPTION,
+    max_processes: int | None = MAX_PROCESSES_OPTION,
+    lease_ttl: float = LEASE_TTL_OPTION,
 ) -> None:
-    """Run the runtime headless behind the HTTP control API (Ctrl+C or SIGTERM stops it)."""
+    """Run the runtime headless behind the HTTP control API (Ctrl+C or SIGTERM stops it);
+    with --cluster, as one node of a scale-out cluster on PostgreSQL."""
     import asyncio
 
     from runtime_core.api.guard import is_loopback
@@ -173,31 +185,54 @@ def serve(
         token, where = load_or_create_token(token_file)
     except (TokenError, OSError) as exc:
         raise fail(f"no API token: {exc}") from None
-    runtime = load_or_exit(targets, journal=journal)
+    if cluster is None and (node_id is not None or max_processes is not None):
+        raise fail("--node-id and --max-processes go with --cluster DSN")
+    if cluster is not None and journal is not None:
+        raise fail("--journal does not go with --cluster: every process journals to the "
+                   "cluster's PostgreSQL")
+    name = "demo" if not paths else ", ".join(p.name for p in targets)[:40]
+    node = None
+    if cluster is None:
+        runtime = load_or_exit(targets, journal=journal)
+        control = LocalControl(runtime, name=name, read_only=read_only)
+    else:
+        node = load_cluster(targets, cluster, node_id=node_id, max_processes=max_processes,
+                            ttl_s=lease_ttl, name=name, read_only=read_only)
+        runtime, control = node.runtime, node.control
     loopback = is_loopback(host)
     if not loopback:
         err.print(f"[yellow]warning:[/yellow] listening on {escape(host)}, beyond this "
                   "machine: the API is plain HTTP, so the token and everything else cross "
                   "the network in clear. Prefer --host 127.0.0.1 and an SSH tunnel "
                   "(ssh -L 8765:127.0.0.1:8765 ops-box).")
-    name = "demo" if not paths else ", ".join(p.name for p in targets)[:40]
-    control = LocalControl(runtime, name=name, read_only=read_only)
     app = create_app(control, token=token, read_only=read_only, loopback_only=loopback,
-                     max_body=max_body, drain_timeout=drain_timeout)
-    app.add_middleware(_QuietStartFailure, failed=lambda: bool(runtime.start_failures))
+                     max_body=max_body, drain_timeout=drain_timeout,
+                     cluster=None if node is None else node.host)
+    app.add_middleware(_QuietStartFailure, failed=lambda: bool(
+        runtime.start_failures or app.state.start_error))
     from_env = where == TOKEN_ENV
     shown = "token from PROMPTUI_TOKEN" if from_env else f"token in {where}"
     discovery = DISCOVERY_FILE.absolute()
     ready: list[str] = []
 
+    def on_bound(url: str) -> None:
+        if node is not None:  # its address in the cluster: registered as it joins
+            node.host.address = url
+
     def on_ready(url: str) -> None:
         ready.append(url)
-        write_discovery(discovery, {
+        found: dict[str, Any] = {
             "url": url, "pid": os.getpid(), "name": name,
-            "token_file": None if from_env else str(token_file.absolute())})
+            "token_file": None if from_env else str(token_file.absolute())}
+        if node is not None:
+            found.update(node_id=node.host.node_id, cluster=node.host.shown)
+            print(f"promptui serve: node {node.host.node_id} of the cluster at "
+                  f"{node.host.shown} (lease TTL {node.host.ttl_s:g} s)", file=sys.stderr,
+                  flush=True)
+        write_discovery(discovery, found)
         print(f"promptui serve: listening on {url} ({shown})", file=sys.stderr, flush=True)
 
-    server = make_server(app, host=host, port=port, on_ready=on_ready)
+    server = make_server(app, host=host, port=port, on_ready=on_ready, on_bound=on_bound)
     # uvicorn installs the same handler while it serves; this one covers the moments before
     # (a SIGTERM while processes start still stops it) and after (a stock uvicorn raises the
     # signal again once stopped, which would end the process with -15 instead of 0).
@@ -218,6 +253,8 @@ def serve(
         os._exit(1)  # a journal left open keeps a thread that would hold the process forever
     if runtime.start_failures:  # shut down already, by the lifespan
         raise StartFailed(runtime.start_problems()).exit()
+    if app.state.start_error:
+        raise fail(app.state.start_error)
     if not ready:
         raise fail(f"the server did not start on {host}:{port}; the log above says why", 1)
     left: dict[str, dict[str, int]] = getattr(app.state, "left", {})

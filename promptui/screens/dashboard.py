@@ -181,6 +181,11 @@ class DashboardScreen(LiveScreen):
 
         self.app.push_screen(LiveTailScreen())
 
+    def action_nodes(self) -> None:
+        from promptui.screens.nodes import NodesScreen  # loaded when first opened
+
+        self.app.push_screen(NodesScreen())
+
     def action_pause_feed(self) -> None:
         paused = self.feed.toggle_pause()
         self.notify("anomaly feed paused" if paused else "anomaly feed resumed", timeout=2)

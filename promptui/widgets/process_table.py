@@ -97,7 +97,9 @@ def cells(row: ProcessSummary, now: float) -> dict[str, Cell]:
     budget = "-" if use is None else f"{use * 100:.0f}%"
     budget_style = "red" if (use or 0) >= 1 else "yellow" if (use or 0) >= 0.8 else ""
     return {
-        "name": (row.name, "bold" if row.waiting_runs else ""),
+        # A cluster's process names its node (the room attached to a scale-out node).
+        "name": (f"{row.name} @{row.node}" if row.node else row.name,
+                 "bold" if row.waiting_runs else ""),
         "state": (state, state_style),
         "queue": queue_cell(row.queue_depth, row.queue_capacity),
         "runs": (str(row.active_runs), "") if not row.waiting_runs else (

@@ -1,6 +1,10 @@
 """``promptui serve``: the runtime headless behind the HTTP control API. Uvicorn serves the
 FastAPI app; the app's lifespan starts every process and, on SIGTERM or Ctrl+C, shuts them
-down for a restart: what was queued or running is taken back by the next start."""
+down for a restart: what was queued or running is taken back by the next start.
+
+A scale-out node (``cluster=``, a ClusterHost) starts no process itself: its lifespan joins
+the cluster, whose leases decide which processes run here, and leaves it on the way out (the
+processes it runs shut down first, while their leases still hold)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -27,15 +31,27 @@ from runtime_core.control.local import LocalControl
 from runtime_core.triggers.http_guard import ConnectionGuard
 from runtime_core.triggers.http_limits import API
 
+if TYPE_CHECKING:  # psycopg loads only for a cluster node
+    from runtime_core.cluster_host import ClusterHost
+
 log = logging.getLogger("promptui.serve")
 VERSION = "1"
 
 
 def create_app(control: LocalControl, *, token: str, read_only: bool = False,
                loopback_only: bool = True, max_body: int = DEFAULT_MAX_BODY,
-               start_processes: bool = True, drain_timeout: float | None = None) -> FastAPI:
+               start_processes: bool = True, drain_timeout: float | None = None,
+               cluster: ClusterHost | None = None) -> FastAPI:
     """``drain_timeout``: on SIGTERM or Ctrl+C the runs in flight may finish first, up to
-    that long, while the API still answers (None: each process's own, else none)."""
+    that long, while the API still answers (None: each process's own, else none).
+    ``cluster``: this runtime is a scale-out node (``control`` a ClusterControl)."""
+
+    async def shutdown(drain: float | None) -> dict[str, dict[str, int]]:
+        left: dict[str, dict[str, int]] = {}
+        if cluster is not None:  # first: its processes shut down while their leases hold
+            left.update(await cluster.stop(drain))
+        left.update(await control.shutdown(drain))
+        return left
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -44,13 +60,21 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
         try:  # a start that fails half-way still closes what it opened (journals, servers)
             if start_processes:
                 await control.start_all()
+            if cluster is not None:
+                from runtime_core.cluster.errors import ClusterError
+
+                try:
+                    await cluster.start()
+                except ClusterError as exc:
+                    app.state.start_error = str(exc)  # 'promptui serve' says it in one line
+                    raise
             yield
         finally:
             app.state.event_log.close()
             # The next start takes back what is queued or in flight; 'promptui serve' says how
             # much from these counts. A signal's drain may have shut down already.
             if getattr(app.state, "left", None) is None:
-                app.state.left = await control.shutdown(0.0)
+                app.state.left = await shutdown(0.0)
             app.state.closed = True  # read by 'promptui serve' to tell a clean stop
 
     app = FastAPI(title="promptui control API", version=VERSION, lifespan=lifespan,
@@ -61,9 +85,15 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
     app.state.control = control
     app.state.drain_timeout = drain_timeout
     app.state.left = None
+    app.state.start_error = None
+    app.state.shutdown = shutdown
     app.state.read_only = read_only or control.read_only
     errors.install(app)
     app.include_router(router)
+    if cluster is not None:
+        from runtime_core.api.cluster_routes import router as cluster_router
+
+        app.include_router(cluster_router)
     app.add_middleware(Guard, token=token, read_only=app.state.read_only,
                        loopback_only=loopback_only, max_body=max_body)
     return app
@@ -76,6 +106,7 @@ class _Server(uvicorn.Server):
     signal again after the clean stop (uvicorn's default), so a SIGTERM ends with status 0."""
 
     on_exit: Callable[[], None] | None = None
+    on_bound: Callable[[str], None] | None = None  # the URL, once bound: before the lifespan
     guard: ConnectionGuard | None = None
     drain: Callable[[], Any] | None = None  # the shutdown with its drain: a coroutine
     cut: Callable[[], None] | None = None
@@ -92,6 +123,8 @@ class _Server(uvicorn.Server):
         except OSError as exc:  # as uvicorn says it, before any process has started
             logging.getLogger("uvicorn.error").error(exc)
             sys.exit(STARTUP_FAILURE)
+        if self.on_bound is not None:
+            self.on_bound(url_of(sockets[0]))
         await super().startup(sockets)
         if self.started:
             self._log_started_message(sockets)
@@ -125,8 +158,17 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
+def url_of(sock: socket.socket) -> str:
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if ":" in str(bound[0]) else str(bound[0])
+    return f"http://{shown}:{bound[1]}"
+
+
 def make_server(app: FastAPI, *, host: str, port: int,
-                on_ready: Callable[[str], None] | None = None) -> _Server:
+                on_ready: Callable[[str], None] | None = None,
+                on_bound: Callable[[str], None] | None = None) -> _Server:
+    """``on_bound(url)``: once the socket is bound, before the lifespan starts (a cluster
+    node registers that address); ``on_ready(url)``: once it serves."""
     # The process's connection budget, a header read timeout and keep-alive (http_limits):
     # idle or slow clients cannot use up the file descriptors the API needs to answer.
     guard = ConnectionGuard.for_server(API, json.dumps(error_body(
@@ -140,6 +182,7 @@ def make_server(app: FastAPI, *, host: str, port: int,
     log.debug("connection limits: %s", guard.limits.describe())
     server = _Server(config)
     server.guard = guard
+    server.on_bound = on_bound
 
     def close_streams() -> None:
         event_log: EventLog | None = getattr(app.state, "event_log", None)
@@ -152,7 +195,7 @@ def make_server(app: FastAPI, *, host: str, port: int,
     if drain_timeout is None or drain_timeout > 0:
 
         async def drain() -> None:
-            app.state.left = await control.shutdown(drain_timeout)
+            app.state.left = await app.state.shutdown(drain_timeout)
 
         server.drain = drain
         server.cut = control.end_drains
@@ -162,9 +205,7 @@ def make_server(app: FastAPI, *, host: str, port: int,
         async def startup(sockets: Any = None) -> None:
             await original(sockets)
             if server.started:
-                bound = server.servers[0].sockets[0].getsockname()
-                shown = f"[{bound[0]}]" if ":" in str(bound[0]) else str(bound[0])
-                on_ready(f"http://{shown}:{bound[1]}")
+                on_ready(url_of(server.servers[0].sockets[0]))
 
         server.startup = startup  # type: ignore[method-assign]
     return server

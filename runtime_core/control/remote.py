@@ -271,6 +271,20 @@ class RemoteControl:
         return load_list(IncidentView, await self._call("GET", "/incidents",
                                                         params={"process": process}))
 
+    async def cluster_nodes(self) -> list[Any]:
+        """The cluster's nodes (a node of ``promptui serve --cluster``); a server that is not
+        one answers NOT_A_CLUSTER."""
+        try:
+            found = await self._call("GET", "/cluster/nodes")
+        except ControlError as exc:
+            if exc.code in ("NOT_FOUND", "HTTP_ERROR"):
+                raise ControlError(f"{self.where} is not a cluster node (promptui serve "
+                                   "--cluster DSN starts one)", "NOT_A_CLUSTER") from None
+            raise
+        from runtime_core.control.cluster import NodeView  # only a cluster's room needs it
+
+        return load_list(NodeView, found)
+
     async def triggers(self, name: str) -> list[dict[str, Any]]:
         data: list[dict[str, Any]] = await self._call("GET", _path("processes", name,
                                                                   "triggers"))

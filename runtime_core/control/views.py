@@ -46,6 +46,7 @@ class ProcessSummary:
     last_outcome: str
     journal_fault: str = ""  # the journal cannot be written now: events are refused
     draining: bool = False  # stopping: the runs in flight (active_runs) may finish first
+    node: str | None = None  # scale-out: the node that owns it (None: one box, or nobody now)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """PostgreSQL journal: the scale-out backend, with the SQLite journal's semantics.
 
 ``submit`` assigns the seq at once and queues the append; one writer task takes everything
-queued, writes it in one transaction (pipelined: one round trip) and only then releases the
+queued, writes it in one transaction (one message: one round trip) and only then releases the
 callers, so an acknowledged entry is committed (fsync'd by the server's WAL flush) and a busy
 journal pays one commit for many entries. Reads go through a small connection pool and never
 wait for the writer.
@@ -88,6 +88,7 @@ class PostgresJournal:
         #: paused mid-commit must not hold the lease row's share lock forever); None: server's
         self.idle_in_transaction_timeout = idle_in_transaction_timeout
         self._fenced: JournalFenced | None = None
+        self.fence_refusals = 0  # 1 once PostgreSQL refused a batch under a stale epoch
         self._on_fenced: list[Callable[[JournalFenced], None]] = []
         self.faults = FaultState(self.path)  # degraded while a commit cannot be made
         self._writer: WriterTask | None = None
@@ -240,7 +241,7 @@ class PostgresJournal:
                                           JournalError(f"journal write failed: {error}"))
                 item.future.exception()  # mark retrieved: fire-and-forget callers may not look
 
-    # -- fencing (fencing.py) -----------------------------------------------------------------------
+    # -- fencing (fencing.py) ----------------------------------------------------------------------
     def set_fence(self, process: str, epoch: int) -> None:
         """Fence the batches of ``process`` to ``epoch`` from the next one on."""
         self.fence = (process, epoch)
@@ -262,10 +263,13 @@ class PostgresJournal:
             self._fenced = JournalFenced(process, epoch, reason=reason)
 
     def _fence_off(self, error: JournalFenced) -> None:
+        if self.fence_refusals:
+            return  # said once: the batches queued behind it fail the same way
+        self.fence_refusals += 1
+        log.warning("journal %s: the fence refused a write: %s", self.path, error)
         if self._fenced is not None:
-            return
+            return  # refused here already: the listeners know
         self._fenced = error
-        log.warning("journal %s: %s", self.path, error)
         for callback in list(self._on_fenced):
             try:
                 callback(error)

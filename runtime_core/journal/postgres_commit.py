@@ -1,6 +1,6 @@
 """One group commit of the PostgreSQL journal: a queued append turned into SQL when it is
 submitted (so an entry PostgreSQL could not store is refused before it takes a seq), and a
-batch of them written in one transaction, pipelined (one round trip for the lot).
+batch of them written in one transaction, sent as one message (one round trip for the lot).
 
 A commit whose outcome is unknown (the connection dropped around COMMIT) is retried only after
 ``written_before`` has looked: the batch is all there (it committed: don't write it twice), or
@@ -139,34 +139,40 @@ def _index_sql(entry: JournalEntry, seq: int, op: str, arg: Any, attached: str |
     raise JournalError(f"unknown index operation {op!r}")
 
 
-_INSERT_ENTRY = ("INSERT INTO entries (process, process_id, seq, ts, entry_type, run_id, data, "
-                 "crc, epoch) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
-_SET_HEAD = ("INSERT INTO heads (process, last_seq) VALUES (%s, %s) "
-             "ON CONFLICT (process) DO UPDATE SET last_seq = excluded.last_seq")
+_INSERT_ENTRIES = ("INSERT INTO entries (process, process_id, seq, ts, entry_type, run_id, "
+                   "data, crc, epoch) VALUES ")
+_ENTRY_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_SET_HEADS = "INSERT INTO heads (process, last_seq) VALUES "
+_HEAD_ROW = "(%s, %s)"
+_HEADS_CONFLICT = " ON CONFLICT (process) DO UPDATE SET last_seq = excluded.last_seq"
 
 
 async def write_batch(conn: psycopg.AsyncConnection[Any], batch: list[PendingAppend],
                       fence: tuple[str, int] | None = None) -> None:
     """Write ``batch`` (no flush markers) in one transaction; returns once it is committed.
-    ``fence`` (process, epoch): when the batch holds entries of that process, the transaction
-    first proves the epoch is still current (fencing.py; SQLSTATE PU409 when it is not), and
-    every entry records the epoch it was written under."""
+
+    The whole batch goes as one message of statements (the simple query protocol: one
+    implicit transaction, rolled back as a whole when a statement fails): PostgreSQL runs it
+    to its end without waiting on this client, so a writer paused half-way (SIGSTOP, a long GC)
+    never leaves a transaction open holding locks. ``fence`` (process, epoch): when the batch
+    holds entries of that process, its first statement proves the epoch is still current
+    (fencing.py; SQLSTATE PU409 when it is not), and each of its entries records the epoch."""
     heads: dict[str, int] = {}
     for item in batch:
         heads[item.row[0]] = item.row[2]
     fenced, epoch = fence if fence is not None else (None, None)
-    async with conn.transaction():
-        # pipelined: errors surface when it syncs on leaving, still inside the transaction
-        async with conn.pipeline(), conn.cursor() as cur:
-            if fenced in heads:  # first, so nothing of the batch lands when it is refused
-                await cur.execute(FENCE_SQL, (fenced, epoch))
-            await cur.executemany(_INSERT_ENTRY, [
-                (*item.row, epoch if item.row[0] == fenced else None) for item in batch])
-            for item in batch:
-                for sql, params in item.statements:
-                    await cur.execute(sql, params)
-            await cur.executemany(_SET_HEAD, list(heads.items()))
-        crashpoints.reached("group_commit")  # rows written, transaction not committed
+    literal = psycopg.AsyncClientCursor(conn).mogrify  # values bound here, quoted by libpq
+    statements = []
+    if fenced in heads:  # first: the rest waits on its lock, and nothing lands if refused
+        statements.append(literal(FENCE_SQL, (fenced, epoch)))
+    statements.append(_INSERT_ENTRIES + ", ".join(
+        literal(_ENTRY_ROW, (*item.row, epoch if item.row[0] == fenced else None))
+        for item in batch))
+    statements.extend(literal(sql, params) for item in batch for sql, params in item.statements)
+    statements.append(_SET_HEADS + ", ".join(literal(_HEAD_ROW, head)
+                                             for head in heads.items()) + _HEADS_CONFLICT)
+    crashpoints.reached("group_commit")  # the batch made, nothing of it committed
+    await conn.execute(";\n".join(statements))  # no parameters: the simple query protocol
 
 
 async def written_before(conn: psycopg.AsyncConnection[Any], batch: list[PendingAppend]

@@ -163,3 +163,28 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
         sql += " LIMIT %s"
         params.append(max(0, int(query.limit)))
     return sql, tuple(params)
+
+
+#: the last state each process journaled (its latest state_transition), for a scale-out node
+#: that lists processes another node runs
+LAST_STATES_SQL = ("SELECT DISTINCT ON (process) process, data FROM entries "
+                   "WHERE process = ANY(%s) AND entry_type = 'state_transition' "
+                   "ORDER BY process, seq DESC")
+
+
+async def last_states(conn: psycopg.AsyncConnection[Any], processes: list[str]
+                      ) -> dict[str, str]:
+    """process -> the state its last transition entered (processes that never journaled one,
+    or a journal not made yet, are left out)."""
+    if not processes:
+        return {}
+    try:
+        cur = await conn.execute(LAST_STATES_SQL, (processes,))
+    except psycopg.errors.UndefinedTable:
+        return {}
+    found = {}
+    for process, data in await cur.fetchall():
+        state = json.loads(data).get("to_state")
+        if isinstance(state, str):
+            found[str(process)] = state
+    return found

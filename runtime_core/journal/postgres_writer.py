@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 
 from runtime_core.journal.faults import FIRST_RETRY, LAST_RETRY, FaultState, is_passing
-from runtime_core.journal.fencing import fenced_error
+from runtime_core.journal.fencing import FENCE_SQL, fenced_error
 from runtime_core.journal.postgres_commit import (
     PendingAppend,
     describe_integrity,
@@ -132,15 +132,28 @@ class WriterTask:
         if self.conn is None or self.conn.closed:
             self.conn = await self.connect()
         conn = self.conn
-        if unsure and await written_before(conn, rows):
-            return
         try:
-            await write_batch(conn, rows, self.fence())
-        except psycopg.IntegrityError as exc:
-            # A lost attempt's COMMIT may have landed while this one waited on its keys.
             if unsure and await written_before(conn, rows):
                 return
-            raise JournalError(describe_integrity(exc)) from exc
+            try:
+                fence = self.fence()
+                await (write_batch(conn, rows) if fence is None else
+                       write_batch(conn, rows, fence))
+            except psycopg.IntegrityError as exc:
+                # A lost attempt's COMMIT may have landed while this one waited on its keys.
+                if unsure and await written_before(conn, rows):
+                    return
+                raise JournalError(describe_integrity(exc)) from exc
+        except JournalError:
+            await self._fence_check(conn)  # another owner's seqs: the fence's error, if so
+            raise
+
+    async def _fence_check(self, conn: AsyncConn) -> None:
+        """Raise the fence's error (SQLSTATE PU409) when the epoch moved on: seqs another
+        writer holds are then the new owner's, and this journal was fenced out."""
+        fence = self.fence()
+        if fence is not None:
+            await conn.execute(FENCE_SQL, fence)  # autocommit: its share lock ends at once
 
     async def _drop_connection(self) -> None:
         conn, self.conn = self.conn, None

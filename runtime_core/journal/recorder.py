@@ -37,7 +37,7 @@ from runtime_core.agent.attachments import without_bytes
 from runtime_core.agent.model import ModelTurn, ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.provider import JournalProvider
+from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.triggers.base import TriggerEvent
 
 RESULT_LIMIT = 2000
@@ -59,7 +59,9 @@ class ProcessRecorder:
     #: Set by a process with scoped secrets: every entry is redacted before it is written.
     redact: Callable[[Any], Any] | None = None
     #: Set by a shutdown for a service restart: nothing more is written, so the journal reads
-    #: as a crash at a safe point and the next start takes back what was pending.
+    #: as a crash at a safe point and the next start takes back what was pending. A durable
+    #: append (a tool's intent) then fails: a run still going must not act on a step that is
+    #: not in the journal (the next start would run that event again).
     sealed: bool = False
 
     def _entry(self, entry_type: str, data: dict[str, Any], run_id: str | None = None
@@ -91,7 +93,8 @@ class ProcessRecorder:
         if run_id is not None and run_id in self._held:
             self._write_start(run_id)
         if self.sealed:
-            return self._entry(entry_type, data, run_id)
+            raise JournalError(f"the journal of {self.process!r} is sealed (shut down): "
+                               f"the {entry_type} entry is not written")
         if self.redact is not None and attachment is not None:
             attachment = self.redact(attachment)
         return await self.journal.append(self._entry(entry_type, data, run_id),
