@@ -84,6 +84,12 @@ def last_cell(row: ProcessSummary, now: float) -> Cell:
     return (age(now - row.last_run_at) if row.last_run_at is not None else "-"), ""
 
 
+def shown_name(row: ProcessSummary) -> str:
+    """The process's name; a cluster's process names its node too (a room attached to a
+    scale-out node lists every process of the cluster)."""
+    return f"{row.name} @{row.node}" if row.node else row.name
+
+
 def cells(row: ProcessSummary, now: float) -> dict[str, Cell]:
     """Plain (text, style) pairs; a Rich Text is only built for a cell that changed."""
     state = row.state + ("*" if row.suspend_reason else "")
@@ -97,9 +103,7 @@ def cells(row: ProcessSummary, now: float) -> dict[str, Cell]:
     budget = "-" if use is None else f"{use * 100:.0f}%"
     budget_style = "red" if (use or 0) >= 1 else "yellow" if (use or 0) >= 0.8 else ""
     return {
-        # A cluster's process names its node (the room attached to a scale-out node).
-        "name": (f"{row.name} @{row.node}" if row.node else row.name,
-                 "bold" if row.waiting_runs else ""),
+        "name": (shown_name(row), "bold" if row.waiting_runs else ""),
         "state": (state, state_style),
         "queue": queue_cell(row.queue_depth, row.queue_capacity),
         "runs": (str(row.active_runs), "") if not row.waiting_runs else (
@@ -215,7 +219,8 @@ class ProcessTable(DataTable[Text]):
         the other columns leave (and the scrollbar); a longer name ends in an ellipsis."""
         others = sum(c.width or 0 for c in COLUMNS if c.key != "name")
         room = self.size.width - others - self.styles.scrollbar_size_vertical
-        longest = max((cell_len(name) for name in self._rows), default=0) + 1
+        longest = max((cell_len(shown_name(row)) for row in self._rows.values()),
+                      default=0) + 1
         width = max(MIN_NAME, min(longest, room))
         column = self.columns[ColumnKey("name")]
         if column.width != width:
@@ -234,8 +239,9 @@ class ProcessTable(DataTable[Text]):
     def sync(self, rows: dict[str, ProcessSummary], now: float) -> None:
         previous = self._rows
         self._rows = dict(rows)
-        if previous.keys() != rows.keys():
-            self._fit_name()  # a longer name came (or went)
+        if previous.keys() != rows.keys() or any(
+                previous[name].node != row.node for name, row in rows.items()):
+            self._fit_name()  # a longer name came (or went), or a process moved node
         self._now = now
         selected = self.selected_name
         structure_changed = False
