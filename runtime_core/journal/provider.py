@@ -35,10 +35,14 @@ class JournalError(RuntimeBaseError):
     """The journal could not be read or written (a RuntimeError)."""
 
 
+#: Made once: json.dumps with options builds an encoder on every call (3 an event).
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def to_json(value: Any, where: str) -> str:
     """Compact JSON, or a JournalError naming what could not be stored (no NaN, no objects)."""
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _COMPACT.encode(value)
     except (TypeError, ValueError) as exc:
         raise JournalError(f"{where} is not JSON-serialisable: {exc}") from exc
     if text.isascii():
