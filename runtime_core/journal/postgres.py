@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +36,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.entry import JournalEntry
 from runtime_core.journal.faults import FaultState
 from runtime_core.journal.fencing import JournalFenced
 from runtime_core.journal.postgres_commit import PendingAppend, prepare, storable
@@ -46,14 +44,11 @@ from runtime_core.journal.postgres_dsn import Scrubber, scrubbed_error
 from runtime_core.journal.postgres_schema import SELECT_ENTRIES, migrate, read_sql, row_to_entry
 from runtime_core.journal.postgres_writer import WriterTask
 from runtime_core.journal.provider import (
-    DELIVERY_KEEP_SECONDS,
     IndexRules,
     JournalError,
-    OpenRun,
-    ReadFilter,
-    StoredDeadLetter,
     to_json,
 )
+from runtime_core.journal.sql_reads import SqlReads
 
 __all__ = ["PostgresJournal"]
 
@@ -67,7 +62,15 @@ POOL_RECONNECT = 1.0
 AsyncConn = psycopg.AsyncConnection[Any]
 
 
-class PostgresJournal:
+class PostgresJournal(SqlReads):
+    MARK = "%s"
+    NO_LIMIT = None  # LIMIT NULL: no limit
+    PROCESS_ORDER = 'process COLLATE "C"'  # code point order, as the other backends sort
+    TEXTS_AS_JSON = True
+    SELECT_ENTRIES = SELECT_ENTRIES
+    read_sql = staticmethod(read_sql)
+    row_to_entry = staticmethod(row_to_entry)
+
     def __init__(self, dsn: str, *, max_batch: int = 5_000, pool_size: int = 4,
                  connect_timeout: float = 10.0, read_timeout: float = 10.0,
                  application_name: str = "promptui-journal",
@@ -299,63 +302,6 @@ class PostgresJournal:
         except (psycopg.Error, PoolTimeout) as exc:
             error = self._failure(f"journal {self.path}: read failed", exc)
         raise error
-
-    async def read(self, query: ReadFilter) -> list[JournalEntry]:
-        return [row_to_entry(row) for row in await self._fetch(*read_sql(query))]
-
-    async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
-        rows = await self._fetch(
-            "SELECT entry_type, COUNT(*) FROM entries WHERE process = %s AND seq > %s "
-            "GROUP BY entry_type", (process, since_seq))
-        return {str(t): int(n) for t, n in rows}
-
-    async def checkpoint(self, process: str, state: dict[str, Any], *, process_id: str = ""
-                         ) -> JournalEntry:
-        """Append a checkpoint entry holding ``state`` and return once it is durable."""
-        return await self.append(JournalEntry(process, EntryType.CHECKPOINT, dict(state),
-                                              process_id=process_id))
-
-    async def last_checkpoint(self, process: str) -> JournalEntry | None:
-        rows = await self._fetch(
-            SELECT_ENTRIES
-            + " WHERE e.process = %s AND e.entry_type = %s ORDER BY e.seq DESC LIMIT 1",
-            (process, EntryType.CHECKPOINT))  # found by index (entries_by_type), not a scan
-        return row_to_entry(rows[0]) if rows else None
-
-    async def pending_events(self, process: str) -> list[dict[str, Any]]:
-        rows = await self._fetch(
-            "SELECT event FROM pending WHERE process = %s ORDER BY ord", (process,))
-        return [json.loads(row[0]) for row in rows]
-
-    async def dead_letters(self, process: str, *, offset: int = 0, limit: int | None = None
-                           ) -> list[StoredDeadLetter]:
-        rows = await self._fetch(
-            "SELECT event, reason, error, attempts, at FROM dead_letters WHERE process = %s "
-            "ORDER BY ord LIMIT %s OFFSET %s", (process, limit, offset))  # NULL: no limit
-        return [StoredDeadLetter(json.loads(r[0]), json.loads(r[1]), json.loads(r[2]),
-                                 int(r[3]), float(r[4])) for r in rows]
-
-    async def dead_letter_count(self, process: str) -> int:
-        rows = await self._fetch("SELECT COUNT(*) FROM dead_letters WHERE process = %s",
-                                 (process,))
-        return int(rows[0][0]) if rows else 0
-
-    async def open_runs(self, process: str) -> list[OpenRun]:
-        rows = await self._fetch(
-            "SELECT run_id, event_id, attempt, state, started_seq FROM open_runs "
-            "WHERE process = %s ORDER BY started_seq", (process,))
-        return [OpenRun(r[0], r[1], int(r[2]), r[3], int(r[4])) for r in rows]
-
-    async def delivery_event(self, process: str, delivery_key: str) -> str | None:
-        rows = await self._fetch(
-            "SELECT event_id FROM deliveries WHERE process = %s AND delivery_key = %s "
-            "AND at >= %s", (process, delivery_key, time.time() - DELIVERY_KEEP_SECONDS))
-        return str(rows[0][0]) if rows else None
-
-    async def processes(self) -> list[str]:
-        # COLLATE "C": code point order, as the other backends sort, whatever the locale
-        rows = await self._fetch('SELECT process FROM heads ORDER BY process COLLATE "C"')
-        return [row[0] for row in rows]
 
     # -- closing ---------------------------------------------------------------------------------
     async def close(self) -> None:

@@ -14,27 +14,22 @@ re-exported.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.entry import JournalEntry
 from runtime_core.journal.faults import FaultState
 from runtime_core.journal.provider import (
-    DELIVERY_KEEP_SECONDS,
     IndexRules,
     JournalError,
-    OpenRun,
-    ReadFilter,
-    StoredDeadLetter,
     to_json,
 )
+from runtime_core.journal.sql_reads import SqlReads
 from runtime_core.journal.sqlite_check import take_file
 from runtime_core.journal.sqlite_commit import PendingAppend
 from runtime_core.journal.sqlite_lock import JournalLock, check_path
@@ -63,7 +58,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-class SQLiteJournal:
+class SQLiteJournal(SqlReads):
+    SELECT_ENTRIES = SELECT_ENTRIES
+    read_sql = staticmethod(read_sql)
+    row_to_entry = staticmethod(row_to_entry)
+
     def __init__(
         self,
         path: str | Path = ".promptui/journal.db",
@@ -221,66 +220,6 @@ class SQLiteJournal:
             return list(await self._reader.execute_fetchall(sql, params))
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"journal {self.path}: read failed: {exc}") from exc
-
-    async def read(self, query: ReadFilter) -> list[JournalEntry]:
-        return [row_to_entry(row) for row in await self._fetch(*read_sql(query))]
-
-    async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
-        rows = await self._fetch(
-            "SELECT entry_type, COUNT(*) FROM entries WHERE process = ? AND seq > ? "
-            "GROUP BY entry_type", (process, since_seq))
-        return {str(t): int(n) for t, n in rows}
-
-    async def checkpoint(self, process: str, state: dict[str, Any], *, process_id: str = ""
-                         ) -> JournalEntry:
-        """Append a checkpoint entry holding ``state`` and return once it is durable."""
-        return await self.append(JournalEntry(process, EntryType.CHECKPOINT, dict(state),
-                                              process_id=process_id))
-
-    async def last_checkpoint(self, process: str) -> JournalEntry | None:
-        rows = await self._fetch(
-            SELECT_ENTRIES
-            + " WHERE e.process = ? AND e.entry_type = ? ORDER BY e.seq DESC LIMIT 1",
-            (process, EntryType.CHECKPOINT),
-        )
-        return row_to_entry(rows[0]) if rows else None
-
-    async def pending_events(self, process: str) -> list[dict[str, Any]]:
-        rows = await self._fetch(
-            "SELECT event FROM pending WHERE process = ? ORDER BY ord", (process,)
-        )
-        return [json.loads(row[0]) for row in rows]
-
-    async def dead_letters(self, process: str, *, offset: int = 0, limit: int | None = None
-                           ) -> list[StoredDeadLetter]:
-        rows = await self._fetch(
-            "SELECT event, reason, error, attempts, at FROM dead_letters WHERE process = ? "
-            "ORDER BY ord LIMIT ? OFFSET ?", (process, -1 if limit is None else limit, offset)
-        )
-        return [StoredDeadLetter(json.loads(r[0]), r[1], r[2], int(r[3]), float(r[4]))
-                for r in rows]
-
-    async def dead_letter_count(self, process: str) -> int:
-        rows = await self._fetch("SELECT COUNT(*) FROM dead_letters WHERE process = ?",
-                                 (process,))
-        return int(rows[0][0])
-
-    async def open_runs(self, process: str) -> list[OpenRun]:
-        rows = await self._fetch(
-            "SELECT run_id, event_id, attempt, state, started_seq FROM open_runs "
-            "WHERE process = ? ORDER BY started_seq", (process,)
-        )
-        return [OpenRun(r[0], r[1], int(r[2]), r[3], int(r[4])) for r in rows]
-
-    async def delivery_event(self, process: str, delivery_key: str) -> str | None:
-        rows = await self._fetch(
-            "SELECT event_id FROM deliveries WHERE process = ? AND delivery_key = ? AND at >= ?",
-            (process, delivery_key, time.time() - DELIVERY_KEEP_SECONDS))
-        return str(rows[0][0]) if rows else None
-
-    async def processes(self) -> list[str]:
-        rows = await self._fetch("SELECT process FROM heads ORDER BY process")
-        return [row[0] for row in rows]
 
     # -- closing ---------------------------------------------------------------------------------
     async def close(self) -> None:

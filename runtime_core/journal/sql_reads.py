@@ -1,0 +1,103 @@
+"""The reads the two SQL journals (SQLite, PostgreSQL) answer with the same queries over the same
+tables: the log by filter, the last checkpoint (by the entry-type index), the four indexes
+(pending events, dead letters, open runs, deliveries) and the processes. A backend says how it
+fetches, its placeholder, its entry SELECT and row decoding, and its few differences."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.provider import (
+    DELIVERY_KEEP_SECONDS,
+    OpenRun,
+    ReadFilter,
+    StoredDeadLetter,
+)
+
+
+class SqlReads:
+    #: The backend's placeholder for "?" in the queries below.
+    MARK = "?"
+    #: What LIMIT takes for "no limit".
+    NO_LIMIT: int | None = -1
+    #: How the process list is ordered (code point order in every backend).
+    PROCESS_ORDER = "process"
+    #: A dead letter's reason and error are stored as JSON strings (they keep any text).
+    TEXTS_AS_JSON = False
+    #: The backend's entry SELECT (``e`` joined to its incarnation), a ReadFilter as SQL and a
+    #: row back into an entry (checked against its checksum).
+    SELECT_ENTRIES = ""
+    read_sql: Callable[[ReadFilter], tuple[str, tuple[Any, ...]]]
+    row_to_entry: Callable[[Any], JournalEntry]
+
+    async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        raise NotImplementedError
+
+    async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
+        raise NotImplementedError
+
+    def _q(self, sql: str) -> str:
+        return sql if self.MARK == "?" else sql.replace("?", self.MARK)
+
+    async def read(self, query: ReadFilter) -> list[JournalEntry]:
+        decode = type(self).row_to_entry
+        return [decode(row) for row in await self._fetch(*type(self).read_sql(query))]
+
+    async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
+        rows = await self._fetch(self._q(
+            "SELECT entry_type, COUNT(*) FROM entries WHERE process = ? AND seq > ? "
+            "GROUP BY entry_type"), (process, since_seq))
+        return {str(t): int(n) for t, n in rows}
+
+    async def checkpoint(self, process: str, state: dict[str, Any], *, process_id: str = ""
+                         ) -> JournalEntry:
+        """Append a checkpoint entry holding ``state`` and return once it is durable."""
+        return await self.append(JournalEntry(process, EntryType.CHECKPOINT, dict(state),
+                                              process_id=process_id))
+
+    async def last_checkpoint(self, process: str) -> JournalEntry | None:
+        rows = await self._fetch(self._q(
+            self.SELECT_ENTRIES
+            + " WHERE e.process = ? AND e.entry_type = ? ORDER BY e.seq DESC LIMIT 1"),
+            (process, EntryType.CHECKPOINT))  # found by index (entries_by_type), not a scan
+        return type(self).row_to_entry(rows[0]) if rows else None
+
+    async def pending_events(self, process: str) -> list[dict[str, Any]]:
+        rows = await self._fetch(self._q(
+            "SELECT event FROM pending WHERE process = ? ORDER BY ord"), (process,))
+        return [json.loads(row[0]) for row in rows]
+
+    async def dead_letters(self, process: str, *, offset: int = 0, limit: int | None = None
+                           ) -> list[StoredDeadLetter]:
+        rows = await self._fetch(self._q(
+            "SELECT event, reason, error, attempts, at FROM dead_letters WHERE process = ? "
+            "ORDER BY ord LIMIT ? OFFSET ?"),
+            (process, self.NO_LIMIT if limit is None else limit, offset))
+        text: Callable[[Any], Any] = json.loads if self.TEXTS_AS_JSON else str
+        return [StoredDeadLetter(json.loads(r[0]), text(r[1]), text(r[2]), int(r[3]),
+                                 float(r[4])) for r in rows]
+
+    async def dead_letter_count(self, process: str) -> int:
+        rows = await self._fetch(self._q(
+            "SELECT COUNT(*) FROM dead_letters WHERE process = ?"), (process,))
+        return int(rows[0][0]) if rows else 0
+
+    async def open_runs(self, process: str) -> list[OpenRun]:
+        rows = await self._fetch(self._q(
+            "SELECT run_id, event_id, attempt, state, started_seq FROM open_runs "
+            "WHERE process = ? ORDER BY started_seq"), (process,))
+        return [OpenRun(r[0], r[1], int(r[2]), r[3], int(r[4])) for r in rows]
+
+    async def delivery_event(self, process: str, delivery_key: str) -> str | None:
+        rows = await self._fetch(self._q(
+            "SELECT event_id FROM deliveries WHERE process = ? AND delivery_key = ? "
+            "AND at >= ?"), (process, delivery_key, time.time() - DELIVERY_KEEP_SECONDS))
+        return str(rows[0][0]) if rows else None
+
+    async def processes(self) -> list[str]:
+        rows = await self._fetch(f"SELECT process FROM heads ORDER BY {self.PROCESS_ORDER}")
+        return [row[0] for row in rows]
