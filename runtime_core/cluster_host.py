@@ -29,6 +29,7 @@ from runtime_core.cluster.errors import describe
 from runtime_core.cluster.leases import Lease, LeaseStore
 from runtime_core.cluster.node import ClusterNode
 from runtime_core.cluster.nodes import NodeRegistry
+from runtime_core.cluster_ingress import ClusterIngress
 from runtime_core.config import ProcessConfig
 from runtime_core.events import OwnershipChanged
 from runtime_core.journal.fencing import JournalFenced
@@ -96,6 +97,9 @@ class ClusterHost:
         self.registry = NodeRegistry(self.reads)
         self.owners_seen: dict[str, Lease] = {}  # the live leases as last read
         runtime.node_of = self.node_of
+        # the inbox (events for the processes this node runs, put by any node) and the token
+        self.ingress = ClusterIngress(dsn, node_id, connect_timeout=connect_timeout)
+        self.add_hook(self.ingress)
 
     def check(self) -> None:  # the JournalError a malformed DSN gives, connecting nowhere
         PostgresJournal(self.dsn).preflight()
@@ -126,7 +130,11 @@ class ClusterHost:
             processes=lambda: list(self.manifests), connect_timeout=self.connect_timeout)
         try:
             await self.node.start()
+            await self.ingress.start()
         except BaseException:
+            with contextlib.suppress(Exception):
+                await self.node.stop()
+            await self.ingress.close()
             await self.reads.close()
             raise
         log.info("cluster node %s joined %s (lease TTL %.1f s%s)", self.node_id, self.shown,
@@ -143,6 +151,7 @@ class ClusterHost:
         self._stopping = True
         names = sorted(self.owned)
         try:
+            await self.ingress.stop_pullers()  # what waits in the inbox stays for the next owner
             results = await asyncio.gather(*(self._shut_down(n, drain_timeout) for n in names))
             if self.node is not None:
                 await self.node.stop()  # on_lose for each: the rest is closed; then it leaves
@@ -150,6 +159,7 @@ class ClusterHost:
                 with contextlib.suppress(Exception):
                     await task
         finally:
+            await self.ingress.close()
             await self.reads.close()
             self._stopped.set()
         return {n: counts for n, counts in zip(names, results, strict=True) if counts}

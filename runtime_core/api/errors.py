@@ -32,6 +32,7 @@ STATUS_OF_CODE = {
     "REFUSED": 409,
     "CONFLICT": 409,  # e.g. a fork's trigger clashes with one already served
     "JOURNAL_UNAVAILABLE": 503,  # degraded: try again once the journal writes again
+    "INBOX_UNAVAILABLE": 503,  # a cluster node cannot reach its inbox (the database) now
 }
 
 

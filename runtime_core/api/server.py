@@ -91,11 +91,14 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
     errors.install(app)
     app.include_router(router)
     if cluster is not None:
+        from runtime_core.api.cluster_forward import ForwardToOwner
         from runtime_core.api.cluster_routes import router as cluster_router
 
         app.include_router(cluster_router)
+        app.add_middleware(ForwardToOwner, host=cluster)  # inside the Guard
     app.add_middleware(Guard, token=token, read_only=app.state.read_only,
-                       loopback_only=loopback_only, max_body=max_body)
+                       loopback_only=loopback_only, max_body=max_body,
+                       also_token=None if cluster is None else lambda: cluster.ingress.token)
     return app
 
 

@@ -3,8 +3,10 @@ processes this node runs, and the cluster around them.
 
 Every process the manifests declare is listed, each with the node that owns it (``node``): the
 ones that run here as LocalControl shows them; the others with the state their journal last
-recorded and their owner from the leases. A command or a read of a process that runs on
-another node is refused with NOT_OWNER, naming the owner (the request goes to its node).
+recorded and their owner from the leases. An event injected for a process that runs on another
+node goes into its cluster inbox (the owner takes it from there). Any other command or read of
+such a process is refused with NOT_OWNER, naming the owner (the API forwards it to that node
+before it gets here: api/cluster_forward.py).
 ``cluster_nodes`` is the nodes view: address, heartbeat age, the processes each holds and
 their lease epochs.
 """
@@ -15,6 +17,7 @@ import asyncio
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from runtime_core.cluster.errors import describe
 from runtime_core.cluster.leases import Lease
 from runtime_core.cluster_host import ClusterHost
 from runtime_core.control import local_views as views
@@ -24,6 +27,7 @@ from runtime_core.control.views import ProcessSummary
 from runtime_core.journal.postgres_schema import last_states
 from runtime_core.process.process import AgentProcess
 from runtime_core.runtime import AgentRuntime
+from runtime_core.triggers.base import TriggerEvent
 
 __all__ = ["ClusterControl", "NodeView"]
 
@@ -71,6 +75,24 @@ class ClusterControl(LocalControl):
         return (f"{name} runs on node {owner!r}, not on this one ({self.host.node_id!r}): "
                 "send the request to its node (GET /api/v1/cluster/nodes lists each "
                 "node's address)")
+
+    async def inject(self, name: str, payload: dict[str, Any],
+                     trigger_type: str = "manual") -> str:
+        """Here: as LocalControl does. Another node's process: into its cluster inbox, the
+        event id once the row is committed (its owner runs it exactly once)."""
+        if self._here(name) is not None or name not in self.host.manifests:
+            return await super().inject(name, payload, trigger_type)
+        self._mutating("inject")
+        if not isinstance(payload, dict):
+            raise ControlError("the payload must be a JSON object, e.g. {\"task\": \"check\"}")
+        event = TriggerEvent("operator", trigger_type, payload)
+        try:
+            await self.host.ingress.put(name, event)  # "duplicate": a fresh id never is
+        except Exception as exc:
+            raise ControlError(f"{name} runs on another node and its cluster inbox cannot "
+                               f"take the event now ({describe(exc)}); nothing was accepted: "
+                               "try again shortly", "INBOX_UNAVAILABLE") from None
+        return event.event_id
 
     async def _states(self, names: list[str]) -> dict[str, str]:
         if not names:

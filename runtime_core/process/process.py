@@ -49,7 +49,7 @@ from runtime_core.process.status import ProcessStatus, build_status
 from runtime_core.process.supervisor import Supervisor
 from runtime_core.process.triggers import TriggerSet
 from runtime_core.runs.run import Run
-from runtime_core.triggers.base import TriggerEvent
+from runtime_core.triggers.base import AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 
 S = ProcessState
@@ -167,8 +167,7 @@ class AgentProcess:
     def redact(self, text: str) -> str:  # every active secret value -> [secret:name]
         return self._core.redact(text)
 
-    def recent_runs(self) -> list[Run]:
-        """Finished runs, oldest first (the last 100)."""
+    def recent_runs(self) -> list[Run]:  # finished runs, oldest first (the last 100)
         return list(self._core.recent_runs)
 
     def active_runs(self) -> list[Run]:
@@ -183,16 +182,14 @@ class AgentProcess:
     def queued_events(self) -> list[TriggerEvent]:
         return self._core.delivery.queued_events()
 
-    def status_snapshot(self) -> ProcessStatus:
-        """The process's status as a typed, frozen object."""
+    def status_snapshot(self) -> ProcessStatus:  # the status as a typed, frozen object
         triggers = self._triggers
         return build_status(self._core, triggers=triggers.status(),
                             trigger_count=triggers.config_count,
                             filtered_count=triggers.filtered_count, spawned=len(self._open.spawned),
                             servers=self._assembly.describe_servers())
 
-    def status(self) -> dict[str, Any]:
-        """The status as the spec's JSON-serializable dict."""
+    def status(self) -> dict[str, Any]:  # the status as the spec's JSON-serializable dict
         return self.status_snapshot().as_dict()
 
     def checkpoint_state(self) -> dict[str, Any]:
@@ -240,6 +237,9 @@ class AgentProcess:
     async def inject(self, event: TriggerEvent) -> bool:
         """Queue ``event`` as if a trigger had fired. Returns False if it was dead-lettered."""
         return await self._intake.inject(event)
+
+    async def accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
+        return await self._intake.accept_pushed(event)  # as a webhook: journaled, then acked
 
     async def redeliver_dead_letters(self, event_ids: Iterable[str] | None = None) -> int:
         if self._core.idle_suspended:
