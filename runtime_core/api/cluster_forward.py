@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from runtime_core.api.error_shape import raw_error
-from runtime_core.api.guard import ASGIApp, Message, Receive, Scope, Send
+from runtime_core.api.guard import ASGIApp, Receive, Scope, Send, replay_body
 from runtime_core.cluster.errors import describe
 from runtime_core.cluster.forward import FORWARDED_BY, ForwardError, NoLiveOwner
 from runtime_core.cluster_host import ClusterHost
@@ -60,7 +60,7 @@ class ForwardToOwner:
         try:
             payload = json.loads(body) if body.strip() else None
         except ValueError:  # not JSON: answered here (422), no need to bother the owner
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         try:
             owner = await host.ingress.owner(host.leases, host.registry, name, host.ttl_s)
@@ -73,7 +73,7 @@ class ForwardToOwner:
         if (owner is not None and owner.node_id == host.node_id) or \
                 (owner is None and scope["method"] == "GET" and not rest):
             # starting here; or its status between owners: what its journal last recorded
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         path = scope.get("raw_path") or scope["path"].encode()
         target = path.decode("latin-1")
@@ -135,19 +135,6 @@ async def _read_body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes, then: Receive) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await then()
-
-    return receive
 
 
 async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]],

@@ -52,7 +52,7 @@ class Guard:
                     413, "BODY_TOO_LARGE", f"the request body is over {self.max_body} bytes; "
                     "send less (a payload is a small JSON object)"))
                 return
-            receive = _replay(body, receive)
+            receive = replay_body(body, receive)
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]
@@ -110,7 +110,7 @@ class Guard:
         await send({"type": "http.response.body", "body": body})
 
 
-def _replay(body: bytes, then: Receive) -> Receive:
+def replay_body(body: bytes, then: Receive) -> Receive:
     """The body already read, then the connection's own messages (its disconnect)."""
     sent = False
 

@@ -1,12 +1,14 @@
 """The reads the two SQL journals (SQLite, PostgreSQL) answer with the same queries over the same
 tables: the log by filter, the last checkpoint (by the entry-type index), the four indexes
 (pending events, dead letters, open runs, deliveries) and the processes. A backend says how it
-fetches, its placeholder, its entry SELECT and row decoding, and its few differences."""
+fetches and appends, its parameter marker, its entry SELECT and row decoding, and its few
+differences."""
 
 from __future__ import annotations
 
 import json
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -19,8 +21,8 @@ from runtime_core.journal.provider import (
 )
 
 
-class SqlReads:
-    #: The backend's placeholder for "?" in the queries below.
+class SqlReads(ABC):
+    #: The backend's parameter marker for "?" in the queries below.
     MARK = "?"
     #: What LIMIT takes for "no limit".
     NO_LIMIT: int | None = -1
@@ -34,11 +36,13 @@ class SqlReads:
     read_sql: Callable[[ReadFilter], tuple[str, tuple[Any, ...]]]
     row_to_entry: Callable[[Any], JournalEntry]
 
+    @abstractmethod
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        raise NotImplementedError
+        """The rows ``sql`` selects, on the backend's reading connection."""
 
+    @abstractmethod
     async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
-        raise NotImplementedError
+        """Append ``entry`` and return once it is durable (the backend's writer)."""
 
     def _q(self, sql: str) -> str:
         return sql if self.MARK == "?" else sql.replace("?", self.MARK)
