@@ -163,7 +163,7 @@ def test_a_paused_owner_is_fenced_and_steps_down(cluster: Cluster) -> None:
         victim.kill(signal.SIGSTOP)
         try:
             wait_until(lambda: cluster.split(NAMES) == {survivor.node_id: len(NAMES)},
-                       TTL * 2 + 10, "the other node to run every process")
+                       TTL * 2 + 25, "the other node to run every process")  # CI load
             acked = len(load.acked)
             wait_until(lambda: len(load.acked) >= acked + 100, 30, "events on the survivor")
         finally:
