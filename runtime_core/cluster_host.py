@@ -10,9 +10,11 @@ append at once (what was queued still commits under the lease, or the fence refu
 the process is closed and removed. A rebalance (the lease is still ours) first shuts it down as
 for a restart, its runs in flight finishing for a moment. A write refused by the fence (another
 node took the process while this one was paused) steps it down the same way and ends the lease.
-Each change is an ``OwnershipChanged`` event and a log line; ownership hooks (a cluster inbox's
-puller, say) hear of each gain (once it runs) and loss (before it stops). The work on a process
-runs in tasks, one after another, so a slow start never holds up the ClusterNode's round.
+Every node serves every process's webhooks (cluster_webhooks: a non-owner puts the event into
+the process's cluster inbox). Each change is an ``OwnershipChanged`` event and a log line;
+ownership hooks (a cluster inbox's puller, say) hear of each gain (once it runs) and loss
+(before it stops). The work on a process runs in tasks, one after another, so a slow start never
+holds up the ClusterNode's round.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from runtime_core.cluster.leases import Lease, LeaseStore
 from runtime_core.cluster.node import ClusterNode
 from runtime_core.cluster.nodes import NodeRegistry
 from runtime_core.cluster_ingress import ClusterIngress
+from runtime_core.cluster_webhooks import ClusterWebhooks
 from runtime_core.config import ProcessConfig
 from runtime_core.events import OwnershipChanged
 from runtime_core.journal.fencing import JournalFenced
@@ -100,6 +103,8 @@ class ClusterHost:
         # the inbox (events for the processes this node runs, put by any node) and the token
         self.ingress = ClusterIngress(dsn, node_id, connect_timeout=connect_timeout)
         self.add_hook(self.ingress)
+        # every webhook of every process, served here too: a non-owner puts into the inbox
+        self.webhooks = ClusterWebhooks(manifests, self.ingress.put_held)
 
     def check(self) -> None:  # the JournalError a malformed DSN gives, connecting nowhere
         PostgresJournal(self.dsn).preflight()
@@ -131,7 +136,9 @@ class ClusterHost:
         try:
             await self.node.start()
             await self.ingress.start()
+            await self.webhooks.start()
         except BaseException:
+            await self.webhooks.stop()
             with contextlib.suppress(Exception):
                 await self.node.stop()
             await self.ingress.close()
@@ -151,6 +158,7 @@ class ClusterHost:
         self._stopping = True
         names = sorted(self.owned)
         try:
+            await self.webhooks.stop()  # a sender's next try goes to another node
             await self.ingress.stop_pullers()  # what waits in the inbox stays for the next owner
             results = await asyncio.gather(*(self._shut_down(n, drain_timeout) for n in names))
             if self.node is not None:

@@ -150,6 +150,16 @@ class ClusterIngress:
         async with asyncio.timeout(self.connect_timeout * 2):
             return await self.inbox.put(process, event)
 
+    async def put_held(self, process: str, event: TriggerEvent) -> tuple[PutResult, str]:
+        """``put``, and the id the event is held as: its own, or (a duplicate) the id of the
+        waiting event it repeats."""
+        taken = await self.put(process, event)
+        if taken == "accepted" or self.inbox is None:
+            return taken, event.event_id
+        async with asyncio.timeout(self.connect_timeout * 2):
+            first = await self.inbox.held_as(process, event)
+        return taken, first or event.event_id
+
     async def owner(self, leases: LeaseStore, registry: NodeRegistry, process: str,
                     stale_after_s: float) -> Owner | None:
         async with asyncio.timeout(self.connect_timeout):

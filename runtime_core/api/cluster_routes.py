@@ -1,7 +1,10 @@
 """The routes a scale-out node adds under ``/api/v1`` (``promptui serve --cluster``): the nodes
-view. Only a cluster node's app includes them, so a single runtime's schema stays as it was."""
+view and the webhooks it serves. Only a cluster node's app includes them, so a single runtime's
+schema stays as it was."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import APIRouter, Request
 
@@ -17,3 +20,11 @@ router = APIRouter(prefix="/api/v1")
 async def cluster_nodes(request: Request) -> list[NodeView]:
     control: ClusterControl = request.app.state.control
     return await control.cluster_nodes()
+
+
+@router.get("/cluster/webhooks", summary="The webhooks this node serves for every process of "
+            "the cluster (a standby puts an event for a process another node runs into its "
+            "inbox), with their counts, and those it cannot serve", responses=errors(*READ))
+async def cluster_webhooks(request: Request) -> dict[str, Any]:
+    control: ClusterControl = request.app.state.control
+    return control.cluster_webhooks()

@@ -233,6 +233,19 @@ class ClusterInbox:
             event.metadata[DELIVERY_KEY] = inbox_delivery_key(int(item_id))
         return InboxItem(int(item_id), str(process), event, accepted_at)
 
+    async def held_as(self, process: str, event: TriggerEvent) -> str | None:
+        """The id of the waiting event ``event`` duplicates (the same event id, or the same
+        sender's delivery key), or None (no such row waits: taken by the owner already)."""
+        key = _sender_key(event)
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT event_id FROM cluster_inbox WHERE process = %s AND (event_id = %s OR "
+                "delivery_key = %s) ORDER BY id LIMIT 1", (process, event.event_id, key))
+            row = await cur.fetchone()
+            if not conn.autocommit:
+                await conn.commit()
+        return str(row[0]) if row else None
+
     async def pending(self, process: str | None = None) -> int:
         """How many events wait (for ``process``, or for all processes)."""
         query = "SELECT count(*) FROM cluster_inbox"

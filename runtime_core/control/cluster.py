@@ -136,6 +136,12 @@ class ClusterControl(LocalControl):
         data["node"] = self.host.node_id
         return data
 
+    def cluster_webhooks(self) -> dict[str, Any]:
+        """The webhooks this node serves for every process (cluster_webhooks: its standbys,
+        whoever runs the process) and those it cannot serve, with why."""
+        return {"node_id": self.host.node_id, "standbys": self.host.webhooks.status(),
+                "skipped": list(self.host.webhooks.skipped)}
+
     async def cluster_nodes(self) -> list[NodeView]:
         """Every registered node, live or not, with the live leases each holds."""
         try:

@@ -167,14 +167,15 @@ class WebhookTrigger:
         state, reason = self._availability()
         return None if reason is None else {"state": state, "reason": reason}
 
-    async def start(self, accept: AcceptFn) -> None:
+    async def start(self, accept: AcceptFn, *, standby: bool = False) -> None:
         """Serve the path. ValueError if another trigger serves it on this address; OSError if
-        the address cannot be bound."""
+        the address cannot be bound. ``standby``: serve it only while no other trigger does
+        (webhook_server: a cluster node's stand-in for a process it does not run)."""
         if self._server is not None:
             raise RuntimeError(f"webhook trigger {self.trigger_id!r} is already started")
         self._accept = accept
         try:
-            self._server = await attach(self)
+            self._server = await attach(self, standby=standby)
         except BaseException:
             self._accept = None
             raise

@@ -2,10 +2,12 @@
 
 Every trigger on the same address shares one server in this Python process; the server starts
 with the first trigger on that address and stops with the last. Port 0 gives a trigger an
-ephemeral server of its own. ``GET /health`` on any server lists the paths it serves, and answers
-503 (with each refusing path's process state and reason) while a process behind it is failed,
-stopping or cannot journal, so a load balancer stops sending; ``GET /health?path=/x`` asks
-about one path.
+ephemeral server of its own. A *standby* trigger (a cluster node's stand-in for a process
+another node runs) serves its path only while no trigger of its own serves it: a process
+starting here takes the path over and gives it back when it stops, the port never closing in
+between. ``GET /health`` on any server lists the paths it serves, and answers 503 (with each
+refusing path's process state and reason) while a process behind it is failed, stopping or
+cannot journal, so a load balancer stops sending; ``GET /health?path=/x`` asks about one path.
 
 Every request is first checked as the control API checks its own (http_origin): a foreign Host
 on a loopback bind gets 421, any request with an ``Origin`` header (a web page) 403.
@@ -106,6 +108,7 @@ class SharedServer:
         self.port = port
         self.loop = asyncio.get_running_loop()
         self.routes: dict[str, WebhookRoute] = {}
+        self.standby: dict[str, WebhookRoute] = {}  # served while routes has no such path
         self.bound_port: int | None = None
         self.closing: asyncio.Task[None] | None = None
         self._after = after  # the previous server on this address, still releasing it
@@ -116,7 +119,8 @@ class SharedServer:
         self.app = Starlette(routes=[Route("/{path:path}", _Endpoint(self._dispatch))])
 
     def __repr__(self) -> str:
-        return f"<webhook server {self.host}:{self.bound_port or self.port} {sorted(self.routes)}>"
+        paths = sorted({*self.routes, *self.standby})
+        return f"<webhook server {self.host}:{self.bound_port or self.port} {paths}>"
 
     async def _dispatch(self, request: Request) -> Response:
         refused = refusal(request.headers, self.host)
@@ -130,31 +134,46 @@ class SharedServer:
                 return error_response(405, f"method {request.method} not allowed; use GET",
                                       {"Allow": "GET"})
             return self._health(request)
-        trigger = self.routes.get(path)
+        trigger = self.route(path)
         if trigger is None:
             return error_response(404, "no webhook is served at this path")
         return await trigger.handle(request)
 
+    def route(self, path: str) -> WebhookRoute | None:
+        """The trigger serving ``path`` now: its own, else its standby."""
+        return self.routes.get(path) or self.standby.get(path)
+
+    @property
+    def serving(self) -> bool:
+        return bool(self.routes or self.standby)
+
     def _health(self, request: Request) -> Response:
         asked = request.query_params.get("path")
-        if asked is not None and asked not in self.routes:
+        served = {**self.standby, **self.routes}
+        if asked is not None and asked not in served:
             return error_response(404, f"no webhook is served at {asked!r}")
-        paths = [asked] if asked is not None else sorted(self.routes)
+        paths = [asked] if asked is not None else sorted(served)
         refusing = {path: why for path in paths
-                    if (why := self.routes[path].unavailable()) is not None}
+                    if (why := served[path].unavailable()) is not None}
         if not refusing:
             return JSONResponse({"status": "ok", "paths": paths})
         return JSONResponse({"status": "unavailable", "paths": paths, "unavailable": refusing},
                             503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
-    def add(self, trigger: WebhookRoute) -> None:
-        other = self.routes.get(trigger.path)
+    def add(self, trigger: WebhookRoute, *, standby: bool = False) -> None:
+        routes = self.standby if standby else self.routes
+        other = routes.get(trigger.path)
         if other is not None:
             raise ValueError(
                 f"webhook triggers {other.trigger_id!r} and {trigger.trigger_id!r} both want "
                 f"path {trigger.path!r} on {self.host}:{self.bound_port or self.port}"
             )
-        self.routes[trigger.path] = trigger
+        routes[trigger.path] = trigger
+
+    def remove(self, trigger: WebhookRoute) -> None:
+        for routes in (self.routes, self.standby):
+            if routes.get(trigger.path) is trigger:
+                del routes[trigger.path]
 
     async def ensure_started(self) -> None:
         if self._starting is None:
@@ -256,9 +275,10 @@ async def _listen_socket(host: str, port: int, guard: ConnectionGuard) -> socket
     return sock
 
 
-async def attach(trigger: WebhookRoute) -> SharedServer:
+async def attach(trigger: WebhookRoute, *, standby: bool = False) -> SharedServer:
     """Serve ``trigger.path`` on the trigger's address, starting the server if it is the first
-    path there (port 0: always a server of its own). ValueError for a path already served."""
+    path there (port 0: always a server of its own). ValueError for a path already served (by
+    another standby, for a ``standby``: a standby yields the path to a trigger of its own)."""
     address = (trigger.host, trigger.port)
     loop = asyncio.get_running_loop()
     if trigger.port == 0:
@@ -278,7 +298,7 @@ async def attach(trigger: WebhookRoute) -> SharedServer:
             found = SharedServer(trigger.host, trigger.port, closing)
             _SERVERS[address] = found
         server = found
-    server.add(trigger)  # before any await, so a duplicate path is refused at once
+    server.add(trigger, standby=standby)  # before any await: a duplicate is refused at once
     try:
         await server.ensure_started()
     except BaseException:
@@ -289,9 +309,8 @@ async def attach(trigger: WebhookRoute) -> SharedServer:
 
 async def detach(server: SharedServer, trigger: WebhookRoute) -> None:
     """Stop serving ``trigger.path``; the server stops (and frees its port) with its last path."""
-    if server.routes.get(trigger.path) is trigger:
-        del server.routes[trigger.path]
-    if server.routes:
+    server.remove(trigger)
+    if server.serving:
         return
     address = (server.host, server.port)
     closing = server.start_closing()

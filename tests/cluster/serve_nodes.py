@@ -148,12 +148,14 @@ class Cluster:
     nodes: list[Node] = field(default_factory=list)
     extra_args: tuple[str, ...] = ()
 
-    def start(self, node_id: str, *, wait: bool = True) -> Node:
+    def start(self, node_id: str, *, wait: bool = True,
+              env: dict[str, str] | None = None) -> Node:
+        """A node; ``env``: more of its environment (a manifest's ``${VAR}``, say)."""
         folder = self.root / node_id
         folder.mkdir(parents=True, exist_ok=True)
         log = folder / f"serve-{len(self.nodes)}.log"
         env = {**os.environ, "PROMPTUI_TOKEN": TOKEN, "CLUSTER_LEDGER": str(self.ledger),
-               "PROMPTUI_DSN": self.dsn}
+               "PROMPTUI_DSN": self.dsn, **(env or {})}
         with log.open("wb") as sink:
             proc = subprocess.Popen(
                 [*promptui_command(), "serve", str(self.agents), "--port", "0",
