@@ -37,6 +37,7 @@ from runtime_core.config import ProcessConfig
 from runtime_core.events import OwnershipChanged
 from runtime_core.journal.fencing import JournalFenced
 from runtime_core.journal.postgres import PostgresJournal
+from runtime_core.lifecycle import ProcessState
 from runtime_core.manifest import Manifest
 from runtime_core.process.process import AgentProcess
 from runtime_core.runtime import AgentRuntime
@@ -50,6 +51,7 @@ HANDOVER_DRAIN = 2.0  # seconds the runs in flight may take to finish on a rebal
 HANDED_OVER = ("handed over to node", "no longer assigned to any node")
 STOPPING = "this node is stopping"
 JOURNAL_POOL = 2  # read connections of each owned process's journal
+START_RETRY_S = (1.0, 60.0)  # a failed start is tried again after 1 s, 2 s, ... 60 s at most
 
 
 class OwnershipHook(Protocol):
@@ -65,6 +67,9 @@ class Owned:
     process: AgentProcess | None = None  # None until its start task added it
     closed: bool = False  # shut down cleanly already (a rebalance, this node stopping)
     ready: bool = False  # its start is over: it takes commands and events
+    failures: int = 0  # starts that failed in a row (the next waits longer)
+    failure: str | None = None  # why the last start failed, until one succeeds
+    retry: asyncio.TimerHandle | None = None  # the next start, after a failed one
 
 
 def cluster_config(config: ProcessConfig, dsn: str) -> ProcessConfig:
@@ -91,6 +96,8 @@ class ClusterHost:
         self._work: dict[str, asyncio.Task[None]] = {}  # each process's latest start or stop
         self._stopping = False
         self._stopped = asyncio.Event()
+        #: the first wait after a failed start, and the longest (it doubles in between)
+        self.start_retry_s: tuple[float, float] = START_RETRY_S
         # reads for the API (nodes, owners, states) and lease releases: not the node's own
         # connection, so they never hold up its rounds
         self.reads = Connector(dsn, connect_timeout=connect_timeout,
@@ -125,6 +132,18 @@ class ClusterHost:
         journal is open would be acknowledged before it is durable), else None."""
         owned = self.owned.get(name)
         return owned.process if owned is not None and owned.ready else None
+
+    def failing(self, name: str) -> tuple[AgentProcess | None, str] | None:
+        """(the process, why) while this node holds ``name`` and its last start failed."""
+        owned = self.owned.get(name)
+        if owned is None or owned.ready or owned.failure is None:
+            return None
+        return owned.process, owned.failure
+
+    def start_failures(self, name: str) -> int:
+        """How many starts of ``name`` failed in a row on this node (0: none, or not ours)."""
+        owned = self.owned.get(name)
+        return 0 if owned is None else owned.failures
 
     # -- start and stop ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -250,20 +269,20 @@ class ClusterHost:
             return
         manifest = self.manifests[name]
         try:
-            process = owned.process = self.runtime.add_manifest(
-                manifest, config=cluster_config(manifest.config, self.dsn),
-                journal=owned.journal)
-            await process.start()
+            process = owned.process
+            if process is None:
+                process = owned.process = self.runtime.add_manifest(
+                    manifest, config=cluster_config(manifest.config, self.dsn),
+                    journal=owned.journal)
+            if process.state is not ProcessState.RUNNING:  # an operator may have started it
+                await process.start()
         except Exception as exc:
             if self.owned.get(name) is owned:  # not a loss cutting its start short
-                log.error("cluster node %s: %s did not start here: %s; its lease goes back",
-                          self.node_id, name, describe(exc))
-                self._step_down(name, owned, f"it did not start here: {describe(exc)}",
-                                release=True)
+                self._start_failed(name, owned, describe(exc))
             return
         if self.owned.get(name) is not owned:
             return
-        owned.ready = True
+        owned.ready, owned.failures, owned.failure = True, 0, None
         recovered = process.recovered or {}
         log.info("cluster node %s: runs %s (epoch %d)%s", self.node_id, name, owned.epoch,
                  f", recovered: {recovered}" if recovered else "")
@@ -272,12 +291,34 @@ class ClusterHost:
             reason="its lease was claimed by this node"))
         await self._tell(name, lambda hook: hook.gained(name, owned.epoch, process))
 
+    def _start_failed(self, name: str, owned: Owned, why: str) -> None:
+        """Keep the lease (another node would most likely fail the same way, and handing it
+        back at once would claim and fail it again in a loop) and try again later, waiting
+        twice as long each time; the process shows FAILED with why meanwhile."""
+        owned.failures += 1
+        owned.failure = why
+        first, longest = self.start_retry_s
+        delay = min(longest, first * 2 ** (owned.failures - 1))
+        log.error("cluster node %s: %s did not start here (%d in a row): %s; the next try in "
+                  "%.3g s (the lease stays with this node)", self.node_id, name,
+                  owned.failures, why, delay)
+
+        def again() -> None:
+            owned.retry = None
+            if self.owned.get(name) is owned and not self._stopping:
+                self._then(name, self._start(name, owned))
+
+        owned.retry = asyncio.get_running_loop().call_later(delay, again)
+
     def _step_down(self, name: str, owned: Owned, reason: str, *, release: bool = False
                    ) -> asyncio.Task[None]:
         """Stop this node's copy of ``name`` without writing anything more: the journal
         refuses every append from now on; the process is closed and removed in a task."""
         if self.owned.get(name) is owned:
             del self.owned[name]
+        if owned.retry is not None:
+            owned.retry.cancel()
+            owned.retry = None
         owned.journal.refuse(f"this node stepped down: {reason}")
         return self._then(name, self._stop(name, owned, reason, release))
 

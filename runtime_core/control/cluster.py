@@ -57,6 +57,14 @@ class ClusterControl(LocalControl):
         return process if process is not None and \
             self.runtime.processes.get(name) is process else None
 
+    def _shown(self, name: str) -> AgentProcess | None:
+        """The process to read here: running, or failing its starts (its FAILED state and
+        error are what there is to see of it)."""
+        failing = self.host.failing(name)
+        process = failing[0] if failing is not None else self._here(name)
+        return process if process is not None and \
+            self.runtime.processes.get(name) is process else None
+
     def _process(self, name: str) -> AgentProcess:
         process = self._here(name)
         if process is not None:
@@ -67,6 +75,10 @@ class ClusterControl(LocalControl):
 
     def _elsewhere(self, name: str) -> str:
         owner = self.host.node_of(name)
+        failing = self.host.failing(name)
+        if failing is not None:
+            return (f"{name} did not start on this node ({failing[1]}); it is tried again "
+                    "by itself, waiting longer each time")
         if owner == self.host.node_id:
             return f"{name} is starting on this node; try again shortly"
         if owner is None:
@@ -115,7 +127,7 @@ class ClusterControl(LocalControl):
         leases = await self.host.owners()
         rows, elsewhere = [], []
         for name in sorted(set(self.host.manifests) | set(self.runtime.processes)):
-            process = self._here(name) if name in self.host.manifests else \
+            process = self._shown(name) if name in self.host.manifests else \
                 self.runtime.processes.get(name)
             if process is not None:
                 rows.append(replace(views.summary(process), node=self.host.node_id))
@@ -127,12 +139,18 @@ class ClusterControl(LocalControl):
         return sorted(rows, key=lambda row: row.name)
 
     async def process_status(self, name: str) -> dict[str, Any]:
-        if self._here(name) is None and name in self.host.manifests:
+        if self._shown(name) is None and name in self.host.manifests:
             lease = (await self.host.owners()).get(name)
             state = (await self._states([name])).get(name, "unknown")
             return {"name": name, "state": state, "node": None if lease is None else
                     lease.node_id, "epoch": None if lease is None else lease.epoch}
-        data = await super().process_status(name)
+        failing = self.host.failing(name)
+        process = self._shown(name)
+        if failing is not None and process is not None:
+            data = self._status_data(process)
+            data["start_failure"] = failing[1]
+        else:
+            data = await super().process_status(name)
         data["node"] = self.host.node_id
         return data
 

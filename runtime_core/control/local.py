@@ -400,7 +400,10 @@ class LocalControl:
     # -- status, triggers, health --------------------------------------------------------------
     async def process_status(self, name: str) -> dict[str, Any]:
         """The process's ``status()`` dict, as JSON data."""
-        process = self._process(name)
+        return self._status_data(self._process(name))
+
+    @staticmethod
+    def _status_data(process: AgentProcess) -> dict[str, Any]:
         data: dict[str, Any] = views.redact_any(
             json.loads(json.dumps(process.status(), default=str)), redaction.redactor(process))
         return data

@@ -4,6 +4,7 @@ refused by the fence (and ends its lease), and hands everything back when it sto
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from runtime_core import AgentRuntime, TriggerEvent
 from runtime_core.cluster import LeaseStore
 from runtime_core.cluster_host import ClusterHost
+from runtime_core.control.cluster import ClusterControl
 from runtime_core.events import OwnershipChanged, RuntimeEvent
 from runtime_core.journal import JournalError
 from runtime_core.manifest import load_directory
@@ -124,3 +126,45 @@ async def test_a_write_refused_by_the_fence_steps_the_process_down(host: Cluster
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM entries WHERE process = 'p0' AND epoch = 2"
                             ).fetchone() == (0,)
+
+
+async def test_a_process_that_cannot_start_keeps_its_lease_and_retries_with_backoff(
+        tmp_path: Path, pg_dsn: str) -> None:
+    """Its webhook port is taken on this box: the start fails, the process shows FAILED with
+    why, the node keeps the lease (no claim/release loop: the epoch stays 1) and tries again
+    later, doubling the wait; once the port is free it runs, and takes events."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        (tmp_path / "p0.agent").write_text(AGENT.format(name="p0") + f"""\
+triggers:
+  - {{type: webhook, webhook_path: /p0, webhook_port: {port}}}
+""")
+        runtime = AgentRuntime()
+        host = ClusterHost(runtime, load_directory(tmp_path), pg_dsn, node_id="a",
+                           address="http://127.0.0.1:1", ttl_s=3.0)
+        host.start_retry_s = (0.2, 1.0)
+        hooks = Hooks()
+        host.add_hook(hooks)
+        events = runtime.notifier.subscribe()
+        try:
+            await host.start()
+            await wait_for(lambda: (p := runtime.processes.get("p0")) is not None
+                           and p.state.value == "failed", 10, "p0 to fail its start")
+            status = await ClusterControl(host.runtime, host).process_status("p0")
+            assert status["state"] == "failed" and status["node"] == "a"
+            await wait_for(lambda: host.start_failures("p0") >= 3, 10, "three tries")
+            assert host.node is not None and host.node.held == {"p0": 1}  # one claim only
+            assert hooks.calls == []
+            assert ownership(events.drain()) == []
+        finally:
+            squatter.close()
+        try:
+            await wait_for(lambda: bool(host.runs_here("p0")) and runtime.processes[
+                "p0"].state.value == "running", 10, "p0 to run once the port is free")
+            assert hooks.calls == [("gained", "p0", 1)]
+            assert host.start_failures("p0") == 0
+        finally:
+            await host.stop()
+            await runtime.shutdown()
