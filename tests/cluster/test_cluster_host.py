@@ -107,11 +107,13 @@ async def test_a_write_refused_by_the_fence_steps_the_process_down(host: Cluster
     await wait_for(lambda: bool(host.runs_here("p0")), 10, "p0 running")
     process = host.runs_here("p0")
     assert process is not None
-    # node b took p0 over while this one was not looking (paused past its lease, say)
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("UPDATE cluster_leases SET node_id = 'b', epoch = epoch + 1, "
-                     "expires_at = clock_timestamp() + interval '1 minute' "
-                     "WHERE process = 'p0'")
+    # node b took p0 over while this one was not looking (paused past its lease, say); on an
+    # async connection: a journal commit of this loop may hold the lease row share-locked,
+    # and a blocking UPDATE here would wait for it with the loop stopped (a deadlock)
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        await conn.execute("UPDATE cluster_leases SET node_id = 'b', epoch = epoch + 1, "
+                           "expires_at = clock_timestamp() + interval '1 minute' "
+                           "WHERE process = 'p0'")
     with pytest.raises(JournalError, match="node 'b' owns it now at epoch 2"):
         await process.inject(TriggerEvent("test", "manual", {}))
     await wait_for(lambda: "p0" not in host.runtime.processes, 10, "p0 to step down")
