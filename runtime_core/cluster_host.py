@@ -37,7 +37,6 @@ from runtime_core.config import ProcessConfig
 from runtime_core.events import OwnershipChanged
 from runtime_core.journal.fencing import JournalFenced
 from runtime_core.journal.postgres import PostgresJournal
-from runtime_core.lifecycle import ProcessState
 from runtime_core.manifest import Manifest
 from runtime_core.process.process import AgentProcess
 from runtime_core.runtime import AgentRuntime
@@ -274,8 +273,7 @@ class ClusterHost:
                 process = owned.process = self.runtime.add_manifest(
                     manifest, config=cluster_config(manifest.config, self.dsn),
                     journal=owned.journal)
-            if process.state is not ProcessState.RUNNING:  # an operator may have started it
-                await process.start()
+            await process.start()  # CREATED, or FAILED by the start before (a retry)
         except Exception as exc:
             if self.owned.get(name) is owned:  # not a loss cutting its start short
                 self._start_failed(name, owned, describe(exc))

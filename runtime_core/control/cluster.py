@@ -52,18 +52,20 @@ class ClusterControl(LocalControl):
         super().__init__(runtime, name=name, read_only=read_only)
         self.host = host
 
-    def _here(self, name: str) -> AgentProcess | None:
-        process = self.host.runs_here(name)
+    def _registered(self, name: str, process: AgentProcess | None) -> AgentProcess | None:
+        """``process`` if it is still the runtime's ``name`` (not removed by a step-down)."""
         return process if process is not None and \
             self.runtime.processes.get(name) is process else None
+
+    def _here(self, name: str) -> AgentProcess | None:
+        return self._registered(name, self.host.runs_here(name))
 
     def _shown(self, name: str) -> AgentProcess | None:
         """The process to read here: running, or failing its starts (its FAILED state and
         error are what there is to see of it)."""
         failing = self.host.failing(name)
-        process = failing[0] if failing is not None else self._here(name)
-        return process if process is not None and \
-            self.runtime.processes.get(name) is process else None
+        return self._registered(
+            name, failing[0] if failing is not None else self.host.runs_here(name))
 
     def _process(self, name: str) -> AgentProcess:
         process = self._here(name)
