@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from runtime_core import crashpoints
@@ -95,8 +96,10 @@ def write_batch(
     ops: list[_Statement],
     heads: list[tuple[str, int]],
     pids: dict[str, int],
+    before_commit: Callable[[], None] | None = None,
 ) -> None:
-    """Runs on the writer connection's thread (the only user of ``pids``)."""
+    """Runs on the writer connection's thread (the only user of ``pids``); ``before_commit``
+    is called once the rows are written, just before the ``COMMIT`` and its fsync."""
     if conn.in_transaction:  # a rollback after a failed commit failed too: start clean
         conn.execute("ROLLBACK")
     conn.execute("BEGIN IMMEDIATE")
@@ -126,6 +129,8 @@ def write_batch(
             heads,
         )
         crashpoints.reached("group_commit")  # rows written, transaction not committed
+        if before_commit is not None:
+            before_commit()
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:  # not when BEGIN itself failed (the lock is held elsewhere)

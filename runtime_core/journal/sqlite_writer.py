@@ -10,7 +10,10 @@ fsync plus one hop back to the loop (no writer task, no per-statement hops).
 Batches follow the event loop's rhythm: before it takes a batch, the thread lets the loop
 finish what it is doing (the tasks a commit released run one step and submit what they
 submit), so the entries one round of work produces commit together: an event's run end and the
-next event's acceptance share one fsync instead of paying one each.
+next event's acceptance share one fsync instead of paying one each. Having let the thread go,
+the loop waits (at most ``HANDOFF_WAIT``) until the thread has written its statements and
+entered the commit's fsync: the statements run without waiting for the GIL, and the loop's
+Python then overlaps the fsync.
 
 A passing fault (the write lock held elsewhere, a full disk, an I/O error) keeps the batch: the
 thread waits with backoff and tries the same batch again, and the loop hears "degraded" and
@@ -24,7 +27,6 @@ import contextlib
 import queue
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,8 @@ FLUSH = object()
 _STOP = object()
 #: How long the thread waits for the loop to catch up before it commits anyway (seconds).
 LOOP_WAIT = 0.005
+#: How long the loop, having let the thread go, waits for it to reach its commit (seconds).
+HANDOFF_WAIT = 0.002
 
 Settle = Callable[[list[PendingAppend], BaseException | None], None]
 
@@ -57,6 +61,7 @@ class WriterThread:
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.closing = threading.Event()
         self.caught_up = threading.Event()  # set by the loop once its ready work has run
+        self.handed_off = threading.Event()  # set by the thread once it needs no GIL for long
         self.failed: BaseException | None = None
         self.done: asyncio.Future[None] = loop.create_future()
         self.thread = threading.Thread(target=self._run, name=f"journal-writer {path.name}",
@@ -96,10 +101,15 @@ class WriterThread:
         self.loop.call_soon(self._release)
 
     def _release(self) -> None:
+        self.handed_off.clear()
         self.caught_up.set()
-        # Hand the thread the GIL now: else it waits for the loop to idle (the runs that
-        # settle just queued would run first) and the commit's fsync overlaps no Python.
-        time.sleep(0)
+        # Let the thread write its statements before the loop runs on: each statement gives
+        # the GIL up and takes it back, and with the loop running the runs that settle just
+        # woke it would wait for the loop to idle each time. From the fsync on, both run.
+        self.handed_off.wait(HANDOFF_WAIT)
+
+    def _hand_off(self) -> None:
+        self.handed_off.set()
 
     def _wait_for_loop(self) -> None:
         # Bounded: a busy or closing loop never holds the journal back for long.
@@ -111,6 +121,7 @@ class WriterThread:
         try:
             first = self.queue.get_nowait()
         except queue.Empty:
+            self._hand_off()
             first = self.queue.get()  # idle until the next append
             if first is not _STOP:
                 self._call(self._catch_up)
@@ -134,6 +145,7 @@ class WriterThread:
             error = self._commit_until_written(rows)
             if error is not None:
                 self.failed = error
+        self._hand_off()
         self._call(self._settle, batch, error)
         self._wait_for_loop()
         return going
@@ -149,8 +161,10 @@ class WriterThread:
         while True:
             try:
                 entry_rows, ops, heads = batch_rows(rows)
-                write_batch(self.conn, entry_rows, ops, heads, self.pids)
+                write_batch(self.conn, entry_rows, ops, heads, self.pids,
+                            before_commit=self._hand_off)
             except Exception as exc:
+                self._hand_off()  # the loop need not wait while this batch waits to retry
                 if not is_passing(exc) or self.closing.is_set():
                     return exc
                 failures += 1
