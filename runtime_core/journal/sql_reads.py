@@ -64,11 +64,9 @@ class SqlReads(ABC):
                                               process_id=process_id))
 
     async def last_checkpoint(self, process: str) -> JournalEntry | None:
-        rows = await self._fetch(self._q(
-            self.SELECT_ENTRIES
-            + " WHERE e.process = ? AND e.entry_type = ? ORDER BY e.seq DESC LIMIT 1"),
-            (process, EntryType.CHECKPOINT))  # found by index (entries_by_type), not a scan
-        return type(self).row_to_entry(rows[0]) if rows else None
+        found = await self.read(ReadFilter(process=process, entry_type=EntryType.CHECKPOINT,
+                                           newest_first=True, limit=1))  # by the type index
+        return found[0] if found else None
 
     async def pending_events(self, process: str) -> list[dict[str, Any]]:
         rows = await self._fetch(self._q(

@@ -28,6 +28,7 @@ from pathlib import Path
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import IndexRules
 from runtime_core.journal.sqlite_schema import (
+    TYPE_INDEXED,
     DamagedJournal,
     check_readable,
     checksum,
@@ -118,8 +119,8 @@ def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> li
     quick_check does not compare an index with its table: a run's entry missing from the run
     index would hide its write intent, and the write would run again)."""
     problems: list[str] = []
-    row = conn.execute("SELECT MAX(seq) FROM entries WHERE process = ? AND entry_type = ?",
-                       (process, EntryType.CHECKPOINT)).fetchone()
+    row = conn.execute("SELECT MAX(seq) FROM entries WHERE process = ? AND entry_type = ? "
+                       f"AND {TYPE_INDEXED}", (process, EntryType.CHECKPOINT)).fetchone()
     checkpoint = int(row[0]) if row and row[0] is not None else 0
     indexed = {str(r[0]): (str(r[1]), str(r[2]), r[3]) for r in conn.execute(
         "SELECT run_id, event_id, state, started_seq FROM open_runs WHERE process = ?",

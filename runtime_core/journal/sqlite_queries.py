@@ -9,7 +9,7 @@ from typing import Any
 
 from runtime_core.journal.entry import JournalEntry
 from runtime_core.journal.provider import JournalError, ReadFilter
-from runtime_core.journal.sqlite_schema import checksum
+from runtime_core.journal.sqlite_schema import TYPE_INDEXED, TYPES_INDEXED, checksum
 
 SELECT_ENTRIES = ("SELECT e.process, i.process_id, e.seq, e.ts, e.entry_type, e.run_id, e.data, "
                   "e.crc FROM entries e JOIN incarnations i ON i.pid = e.pid")
@@ -37,6 +37,8 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
     if query.entry_type is not None:
         where.append("e.entry_type = ?")
         params.append(query.entry_type)
+        if query.entry_type in TYPES_INDEXED:  # SQLite then sees the partial index covers it
+            where.append("e." + TYPE_INDEXED)
     if query.run_id is not None:
         where.append("e.run_id = ?")
         params.append(query.run_id)

@@ -925,7 +925,7 @@ async def test_sqlite_a_schema_1_journal_opens_and_gains_the_delivery_index(
     """A journal written before the delivery index (schema 1) still opens, passes the start
     checks, keeps everything, and gets the new table by migration."""
     from runtime_core.journal.sqlite_check import find_damage
-    from runtime_core.journal.sqlite_schema import MIGRATIONS
+    from runtime_core.journal.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
     path = tmp_path / "old.db"
     with closing(sqlite3.connect(path)) as conn:  # exactly what version 1 created
@@ -954,5 +954,5 @@ async def test_sqlite_a_schema_1_journal_opens_and_gains_the_delivery_index(
         await again.close()
     with closing(sqlite3.connect(path)) as conn:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    assert version == ("2",)
+    assert version == (str(SCHEMA_VERSION),)
     assert find_damage(path) == []
