@@ -45,6 +45,26 @@ HANDOFF_WAIT = 0.002
 Settle = Callable[[list[PendingAppend], BaseException | None], None]
 
 
+class Signal:
+    """A one-slot signal between two threads on a bare lock (an Event runs Python on both sides
+    for its Condition, on the path every commit waits on): ``give`` sets it, ``take`` waits
+    for it (at most ``timeout`` seconds) and clears it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def give(self) -> None:
+        with contextlib.suppress(RuntimeError):  # given already, not taken yet
+            self._lock.release()
+
+    def take(self, timeout: float) -> bool:
+        return self._lock.acquire(True, timeout)
+
+    def clear(self) -> None:
+        self._lock.acquire(False)
+
+
 class WriterThread:
     """Owns ``conn`` (opened by the caller on any thread, used only here from now on)."""
 
@@ -60,8 +80,8 @@ class WriterThread:
         self.max_batch = max_batch
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.closing = threading.Event()
-        self.caught_up = threading.Event()  # set by the loop once its ready work has run
-        self.handed_off = threading.Event()  # set by the thread once it needs no GIL for long
+        self.caught_up = Signal()  # given by the loop once its ready work has run
+        self.handed_off = Signal()  # given by the thread once it needs no GIL for long
         self.failed: BaseException | None = None
         self.done: asyncio.Future[None] = loop.create_future()
         self.thread = threading.Thread(target=self._run, name=f"journal-writer {path.name}",
@@ -102,19 +122,18 @@ class WriterThread:
 
     def _release(self) -> None:
         self.handed_off.clear()
-        self.caught_up.set()
+        self.caught_up.give()
         # Let the thread write its statements before the loop runs on: each statement gives
         # the GIL up and takes it back, and with the loop running the runs that settle just
         # woke it would wait for the loop to idle each time. From the fsync on, both run.
-        self.handed_off.wait(HANDOFF_WAIT)
+        self.handed_off.take(HANDOFF_WAIT)
 
     def _hand_off(self) -> None:
-        self.handed_off.set()
+        self.handed_off.give()
 
     def _wait_for_loop(self) -> None:
         # Bounded: a busy or closing loop never holds the journal back for long.
-        self.caught_up.wait(LOOP_WAIT)
-        self.caught_up.clear()
+        self.caught_up.take(LOOP_WAIT)
 
     def _one_batch(self) -> bool:
         """Take and commit one batch; False once told to stop."""
