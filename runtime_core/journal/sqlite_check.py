@@ -214,8 +214,8 @@ def _field(data: object, key: str) -> object:
 
 
 def _check_pending(conn: sqlite3.Connection, process: str) -> list[str]:
-    """The queued events a start re-queues: readable, and the same by the order index (what
-    recovery reads) as in the table."""
+    """The queued events a start re-queues: readable, and the same read by the process's key
+    (what recovery reads) as in a scan of the whole table."""
     problems = []
     table = {}
     for event_id, event in conn.execute(
