@@ -245,3 +245,32 @@ async def test_a_sound_journal_passes_and_keeps_its_waiting_run(parked: Path,
         assert [r.state for r in await journal.open_runs("crashy")] == ["waiting"]
     finally:
         await journal.close()
+
+
+def test_damage_in_old_history_neither_stops_a_start_nor_hides_from_verify(
+        tmp_path: Path) -> None:
+    """A start reads the tail of the history (and checks only that), so its cost does not grow
+    with the journal; a garbage page among entries older than the last checkpoint does not stop
+    it, and 'journal verify', which reads everything, still finds it."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    assert worker(folder, "--inject", "120", "--prefix", "old").returncode == 0
+    db = folder / "journal.db"
+    with closing(sqlite3.connect(db)) as conn, conn:
+        [(data,)] = conn.execute("SELECT data FROM entries WHERE id = 3").fetchall()
+        [(checkpoint,)] = conn.execute(
+            "SELECT MAX(id) FROM entries WHERE entry_type = 'checkpoint'").fetchall()
+    assert checkpoint > 200  # the damaged page lies far before it
+    page = db.read_bytes().index(data.encode()) // PAGE
+    damaged = bytearray(db.read_bytes())
+    damaged[page * PAGE:(page + 1) * PAGE] = b"\xa5" * PAGE
+    db.write_bytes(bytes(damaged))
+    assert find_damage(db) == []
+    before = ledger(folder)
+    again = worker(folder, "--inject", "2", "--prefix", "new")
+    assert again.returncode == 0, again.stderr
+    after = ledger(folder)
+    assert after[:len(before)] == before and len(after) == len(before) + 2
+    assert len(set(after)) == len(after)  # no write ran twice
+    report = offline.verify(db)
+    assert not report.ok and report.problems
