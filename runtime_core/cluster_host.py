@@ -227,7 +227,8 @@ class ClusterHost:
             await self._shut_down(name, min(HANDOVER_DRAIN, self.ttl_s / 4))
         task = self._step_down(name, owned, reason)
         with contextlib.suppress(Exception):  # bounded: the fence keeps a late write out
-            await asyncio.wait_for(asyncio.shield(task), STEP_DOWN_WAIT)
+            async with asyncio.timeout(STEP_DOWN_WAIT):
+                await asyncio.shield(task)
 
     def _fenced(self, name: str, epoch: int, error: JournalFenced) -> None:
         """A write of ``name`` was refused by the fence: another node owns it now."""

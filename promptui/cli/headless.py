@@ -178,7 +178,8 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
                 if live:
                     view.update(status_table(runtime, elapsed, console.width), refresh=True)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 0.5)
+                    async with asyncio.timeout(0.5):
+                        await stop.wait()
             stop.set()  # a signal from here on cuts the drain short
             stopping = asyncio.ensure_future(runtime.stop_all(drain_timeout))
             while not stopping.done():  # the table shows the drain as it goes

@@ -81,6 +81,7 @@ class EventLog:
                 continue
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), heartbeat)
+                async with asyncio.timeout(heartbeat):
+                    await self._changed.wait()
             except TimeoutError:
                 yield ": keep-alive\n\n"

@@ -128,7 +128,8 @@ class ClusterNode:
         self._stopping.set()
         self._wake.set()
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=self.ttl_s)
+            async with asyncio.timeout(self.ttl_s):
+                await asyncio.shield(task)
         except TimeoutError:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -173,7 +174,8 @@ class ClusterNode:
         if deadlines:
             delay = min(delay, max(0.0, min(deadlines) - time.monotonic()))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
 
     def _failed(self, exc: Exception) -> None:
         self.last_error = describe(exc)

@@ -86,7 +86,8 @@ class InboxListener:
     async def wait_listening(self, within_s: float) -> bool:
         """Whether it listens within ``within_s`` seconds."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._listening.wait(), within_s)
+            async with asyncio.timeout(within_s):
+                await self._listening.wait()
         return self.listening
 
     async def stop(self) -> None:
@@ -240,4 +241,5 @@ class InboxPuller:
                     continue  # a full batch: more may wait
                 delay = self.poll_s
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()

@@ -121,7 +121,8 @@ class WriterTask:
                 self.faults.failed(psycopg.OperationalError(self.scrub(str(exc))))
                 delay = min(LAST_RETRY, FIRST_RETRY * 2.0 ** (failures - 1))
                 with contextlib.suppress(TimeoutError):  # close() cuts the wait short
-                    await asyncio.wait_for(self._stopping.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self._stopping.wait()
                 continue
             if failures:
                 self.faults.written()

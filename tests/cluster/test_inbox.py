@@ -242,6 +242,28 @@ async def test_puller_wakes_on_notify_quickly(pg_dsn: str, inbox: ClusterInbox) 
     assert inbox_tasks() == []
 
 
+async def test_a_stop_right_after_a_wake_ends_the_puller(pg_dsn: str) -> None:
+    """A wake-up and a stop in the same tick (a NOTIFY as the node lets the process go): on
+    Python 3.11 asyncio.wait_for returned the wake instead of the cancellation, the puller
+    went on claiming and stop() never returned."""
+    quiet = InboxListener(pg_dsn)  # never started: only kick() wakes the puller
+    puller = InboxPuller(ClusterInbox(pg_dsn), "p", Sink(), None, poll_s=30.0, listener=quiet)
+    try:
+        for _ in range(3):
+            await puller.start()
+            await wait_for(lambda: puller.claims >= 1, 10, "the first claim")
+            puller.claims = 0
+            puller.kick()
+            stopping = asyncio.ensure_future(puller.stop())
+            await asyncio.wait({stopping}, timeout=5)  # wait_for would cancel it: a 2nd try
+            assert stopping.done(), "stop() did not end the puller"
+            assert not puller.running and puller.claims == 0
+    finally:
+        await puller.stop()
+        await puller.inbox.close()
+    assert inbox_tasks() == []
+
+
 async def test_puller_polls_when_notifications_are_lost(
         pg_dsn: str, inbox: ClusterInbox) -> None:
     sink = Sink()

@@ -54,7 +54,8 @@ class InboxPart(Part):
         await self.actions.inject(TriggerEvent("inbox", "inbox", {
             "question": content, "question_id": message.message_id}))
         try:
-            return await asyncio.wait_for(asyncio.shield(message.answer), timeout)
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(message.answer)
         except TimeoutError:
             raise TimeoutError(f"process {self.core.name!r} did not answer within "
                                f"{timeout:g} s") from None
