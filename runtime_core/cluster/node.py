@@ -132,8 +132,7 @@ class ClusterNode:
                 await asyncio.shield(task)
         except TimeoutError:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.gather(task, return_exceptions=True)  # a cancel of ours still ends us
         for process, held in sorted(self._held.items()):
             await self._lose(process, held.epoch, "this node is stopping")
         self._held.clear()

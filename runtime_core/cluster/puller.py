@@ -95,8 +95,7 @@ class InboxListener:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.gather(task, return_exceptions=True)  # a cancel of ours still ends us
         self._listening.clear()
 
     def _wake(self, process: str | None) -> None:
@@ -201,8 +200,7 @@ class InboxPuller:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.gather(task, return_exceptions=True)  # a cancel of ours still ends us
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None

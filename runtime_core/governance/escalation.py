@@ -176,21 +176,26 @@ class Escalator:
         self.source = source
         self._transport = transport
 
-    async def escalate(self, target: EscalationTarget | None,
-                       payload: dict[str, Any]) -> EscalationOutcome:
+    def emit(self, target: EscalationTarget, payload: dict[str, Any]) -> tuple[bool, list[str]]:
+        """The event-bus half, at once: whether it was emitted, and what went wrong. Done before
+        the process acts on the anomaly, so an in-process subscriber hears of it first."""
+        if not target.event_type:
+            return False, []
+        if self.event_bus is None:
+            return False, ["no event bus to emit on"]
+        try:
+            self.event_bus.emit(target.event_type, payload, source=self.source)
+        except Exception as exc:  # a bus subscriber's fault is not the process's
+            return False, [f"event bus: {exc}"]
+        return True, []
+
+    async def escalate(self, target: EscalationTarget | None, payload: dict[str, Any], *,
+                       emitted: tuple[bool, list[str]] | None = None) -> EscalationOutcome:
+        """Emit (unless ``emitted`` says how that went already) and POST to the webhook."""
         if target is None:
             return EscalationOutcome(False, None, "no escalation target is configured")
-        emitted = False
-        errors: list[str] = []
-        if target.event_type:
-            if self.event_bus is None:
-                errors.append("no event bus to emit on")
-            else:
-                try:
-                    self.event_bus.emit(target.event_type, payload, source=self.source)
-                    emitted = True
-                except Exception as exc:  # a bus subscriber's fault is not the process's
-                    errors.append(f"event bus: {exc}")
+        sent, said = emitted if emitted is not None else self.emit(target, payload)
+        errors = list(said)
         status: int | None = None
         if target.webhook_url:
             try:
@@ -202,7 +207,7 @@ class Escalator:
                 errors.append(f"webhook refused: {exc}")
             except Exception as exc:  # any failure is reported, never raised
                 errors.append(f"webhook failed: {type(exc).__name__}: {exc}")
-        outcome = EscalationOutcome(emitted, status, "; ".join(errors))
+        outcome = EscalationOutcome(sent, status, "; ".join(errors))
         if outcome.error:
             log.error("escalation from %s not delivered: %s", self.source, outcome.error)
         return outcome

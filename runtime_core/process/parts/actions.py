@@ -37,8 +37,10 @@ class Escalations:
         channels = "+".join(name for name, on in (("event", target.event_type),
                                                    ("webhook", target.webhook_url)) if on)
 
+        emitted = self.escalator.emit(target, payload)  # before the pause that may follow
+
         async def send() -> None:
-            outcome = await self.escalator.escalate(target, payload)
+            outcome = await self.escalator.escalate(target, payload, emitted=emitted)
             self.notifier.emit(EscalationSent(
                 process=self.process, reason=str(payload.get("type", "")), channels=channels,
                 webhook_status=outcome.webhook_status, error=outcome.error))
