@@ -206,7 +206,7 @@ class PostgresJournal(SqlReads):
         entry.seq = seq
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         writer.put(PendingAppend(entry, future, row, statements))
-        return future
+        return self._submitted(future)
 
     async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
         """Append ``entry`` and return once it is durable."""
@@ -291,6 +291,8 @@ class PostgresJournal(SqlReads):
             raise JournalError(f"journal {self.path} is not open")
         if not all(storable(p) for p in params if isinstance(p, str)):
             return []  # a name with a NUL was never stored (refused), and JSON escapes one
+        if self.faults.reason is None:  # degraded: what is committed, at once
+            await self._caught_up()
         # Degraded (the writer cannot reach the server either): a read fails fast rather
         # than holding a screen or a command for the whole timeout.
         timeout = self.read_timeout if self.faults.reason is None else min(

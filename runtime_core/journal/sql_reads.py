@@ -6,6 +6,7 @@ differences."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from abc import ABC, abstractmethod
@@ -35,6 +36,22 @@ class SqlReads(ABC):
     SELECT_ENTRIES = ""
     read_sql: Callable[[ReadFilter], tuple[str, tuple[Any, ...]]]
     row_to_entry: Callable[[Any], JournalEntry]
+    #: How long a read waits for the entries submitted before it to commit, so that it sees
+    #: what the runtime already shows (a dead letter, say); past it (a journal that cannot
+    #: write just now) it reads what is committed.
+    READ_WAIT = 2.0
+    _last_submitted: asyncio.Future[None] | None = None
+
+    def _submitted(self, future: asyncio.Future[None]) -> asyncio.Future[None]:
+        self._last_submitted = future
+        return future
+
+    async def _caught_up(self) -> None:
+        """Wait (at most READ_WAIT) for every entry submitted so far: they commit in order, so
+        the last one's future settles after all the others."""
+        last = self._last_submitted
+        if last is not None and not last.done():
+            await asyncio.wait({last}, timeout=self.READ_WAIT)
 
     @abstractmethod
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:

@@ -171,7 +171,7 @@ class SQLiteJournal(SqlReads):
         entry.seq = seq
         future: asyncio.Future[None] = writer.loop.create_future()
         writer.put((entry, data, attached, future, effects))
-        return future
+        return self._submitted(future)
 
     async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
         """Append ``entry`` and return once it is durable."""
@@ -222,6 +222,8 @@ class SQLiteJournal(SqlReads):
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         if self._reader is None:
             raise JournalError(f"journal {self.path} is not open")
+        if self.faults.reason is None:  # degraded: what is committed, at once
+            await self._caught_up()
         try:
             return list(await self._reader.execute_fetchall(sql, params))
         except sqlite3.DatabaseError as exc:

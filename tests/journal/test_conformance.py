@@ -206,6 +206,16 @@ async def test_flush_waits_for_everything_submitted(journal: Any) -> None:
     await journal.flush()
 
 
+async def test_a_read_sees_what_was_submitted_before_it(journal: Any) -> None:
+    """Read-your-writes: the runtime shows a dead letter (or a state) as soon as it submits its
+    entry, so a read right after must see it, committed or not yet."""
+    futures = [journal.submit(E("p", "note", {"i": i})) for i in range(20)]
+    got = await journal.read(ReadFilter(process="p"))
+    assert [e.data["i"] for e in got] == list(range(20))
+    assert all(f.done() for f in futures)
+    assert await journal.processes() == ["p"]
+
+
 async def test_processes_lists_every_name(journal: Any) -> None:
     assert await journal.processes() == []
     for process in ["zeta", "alpha", "mid", "alpha"]:
