@@ -291,8 +291,7 @@ class PostgresJournal(SqlReads):
             raise JournalError(f"journal {self.path} is not open")
         if not all(storable(p) for p in params if isinstance(p, str)):
             return []  # a name with a NUL was never stored (refused), and JSON escapes one
-        if self.faults.reason is None:  # degraded: what is committed, at once
-            await self._caught_up()
+        await self._caught_up()
         # Degraded (the writer cannot reach the server either): a read fails fast rather
         # than holding a screen or a command for the whole timeout.
         timeout = self.read_timeout if self.faults.reason is None else min(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.faults import FaultState
 from runtime_core.journal.provider import (
     DELIVERY_KEEP_SECONDS,
     OpenRun,
@@ -41,6 +42,7 @@ class SqlReads(ABC):
     #: write just now) it reads what is committed.
     READ_WAIT = 2.0
     _last_submitted: asyncio.Future[None] | None = None
+    faults: FaultState
 
     def _submitted(self, future: asyncio.Future[None]) -> asyncio.Future[None]:
         self._last_submitted = future
@@ -48,9 +50,10 @@ class SqlReads(ABC):
 
     async def _caught_up(self) -> None:
         """Wait (at most READ_WAIT) for every entry submitted so far: they commit in order, so
-        the last one's future settles after all the others."""
+        the last one's future settles after all the others. Degraded: no wait, what is
+        committed is read at once."""
         last = self._last_submitted
-        if last is not None and not last.done():
+        if last is not None and not last.done() and self.faults.reason is None:
             await asyncio.wait({last}, timeout=self.READ_WAIT)
 
     @abstractmethod

@@ -58,6 +58,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+
 def _acceptance_first(item: PendingAppend) -> int:
     # Waking an event's sender before the rest lets it submit its next event before the
     # writer takes its next batch (the tasks a settle wakes run in the order woken).
@@ -222,8 +223,7 @@ class SQLiteJournal(SqlReads):
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         if self._reader is None:
             raise JournalError(f"journal {self.path} is not open")
-        if self.faults.reason is None:  # degraded: what is committed, at once
-            await self._caught_up()
+        await self._caught_up()
         try:
             return list(await self._reader.execute_fetchall(sql, params))
         except sqlite3.DatabaseError as exc:

@@ -4,14 +4,13 @@ A start reads the last checkpoint, the entries after it, every open run's entrie
 events and the indexes that point at them. A flipped byte in any of those can make recovery
 forget that a run is waiting on a write whose outcome is unknown, and run that write again. So
 before anything starts: SQLite's ``quick_check`` (the structure of the tables a start reads
-whole), then for each
-process, from its last checkpoint (or its oldest open run, or the entry that queued its oldest
-pending event) on: every entry's checksum, the seq chain and the head, and the indexes a start
-finds those entries by (the open runs, the run index, the entry type index for the checkpoint,
-the queue), which ``quick_check`` does not compare with their tables. History older than that
-is not read here, nor by ``quick_check`` (it checks every table but the entries): that would
-cost the journal's length (``promptui journal verify`` reads all of it, with SQLite's full
-``integrity_check``).
+whole), then for each process, from its last checkpoint (or its oldest open run, or the entry
+that queued its oldest pending event) on: every entry's checksum, the seq chain and the head,
+and the indexes a start finds those entries by (the open runs, the run index, the entry type
+index for the checkpoint, the queue), which ``quick_check`` does not compare with their tables.
+History older than that is not read here, nor by ``quick_check`` (it checks every table but the
+entries): that would cost the journal's length (``promptui journal verify`` reads all of it,
+with SQLite's full ``integrity_check``).
 
 What happens then (``recover_on_start``):
 
