@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # imported by the fixture: psycopg loads only for tests that 
     from tests.pgserver import PgServer
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:
+async def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
     """Yield to the loop until ``predicate()`` is true; fail the test after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while not predicate():

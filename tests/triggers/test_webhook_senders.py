@@ -167,7 +167,7 @@ async def test_stripe_several_v1_values_any_one_may_match() -> None:
     assert response.status_code == 202
 
 
-@pytest.mark.parametrize(("age", "status"), [(290, 202), (301, 401), (-301, 401)])
+@pytest.mark.parametrize(("age", "status"), [(290, 202), (330, 401), (-330, 401)])
 async def test_stripe_default_tolerance_is_300_seconds(age: int, status: int) -> None:
     async with serving(hmac_secret=STRIPE_SECRET, signature_scheme="stripe") as (_, client):
         response = await client.post("/hook", content=BODY,
