@@ -514,7 +514,7 @@ def test_event_stream_resumes_with_last_event_id(served: Served) -> None:
     tip = seq_of(frames[-1])
     assert [seq_of(f) for f in frames] == list(range(seq_of(seen[-1]) + 1, tip + 1))
     assert all(f["id"].startswith(f"{boot}-") for f in frames)
-    assert first not in ids
+    assert set(missed) <= ids and first not in ids  # read_frames stops at 500 frames too
 
     # an id from another boot (a restarted server) gets everything the log still holds
     with client.stream("GET", "/events", headers={"Last-Event-ID": "0000-5"}) as stream:
