@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from textual import events, on
 from textual.actions import ActionParseResult
 from textual.actions import parse as parse_action
-from textual.app import SystemCommand
+from textual.app import ScreenStackError, SystemCommand
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
 from textual.geometry import Size
@@ -211,7 +211,10 @@ class ControlRoom(RoomCommands):
         self.store.update_processes(summaries)
         feed, activity = self.store.ingest(events, now, elapsed)
         self.pump_count += 1
-        screen = self.screen
+        try:
+            screen = self.screen
+        except ScreenStackError:  # quitting: the screens went while the pump awaited the runtime
+            return
         if not isinstance(screen, LiveScreen):
             return  # a dialog is up: the screen underneath catches up on the next tick
         try:
