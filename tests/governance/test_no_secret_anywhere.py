@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from rich.console import Console
-from textual.widgets import Static
+from textual.widgets import OptionList, Static
 
 from promptui.app import ControlRoom
 from promptui.cli.options import load_runtime
@@ -49,7 +49,7 @@ from tests.governance.planted import (
     plant_environment,
     write_agents,
 )
-from tests.tui.conftest import until
+from tests.tui.conftest import tap, until
 from tests.tui.test_dashboard import make_app, rows, select
 
 MODES = ("both", "conversation_only", "code_only", "summarize", "cancel")
@@ -338,15 +338,15 @@ async def test_no_screen_shows_the_secret(tmp_path: Path,
 
         async def look(what: str) -> None:
             await app.pump()
-            await pilot.pause()
+            await pilot._wait_for_screen()  # what the pump changed is drawn (not CPU idle)
             seen.check(what, screen_words(app))
 
         async def pager(what: str, key: str = "v") -> None:
             back = app.screen
-            await pilot.press(key)
+            await tap(pilot, key)
             await until(pilot, lambda: isinstance(app.screen, PagerScreen), what=what)
             await look(f"pager: {what}")
-            await pilot.press("escape")
+            await tap(pilot, "escape")
             await until(pilot, lambda: app.screen is back)
 
         driven = await drive(app.control)
@@ -360,29 +360,34 @@ async def test_no_screen_shows_the_secret(tmp_path: Path,
         assert isinstance(detail, ProcessDetailScreen)
         await until(pilot, lambda: detail.detail is not None)
         for key, pane in zip("123456789", TAB_FOCUS, strict=True):
-            await pilot.press(key)
+            await tap(pilot, key)
             await until(pilot, lambda pane=pane: detail.active_tab == pane)  # type: ignore[misc]
             await look(f"detail tab {key} ({pane})")
             if pane in VIEWABLE and detail.table(pane).row_count:
                 for row in range(detail.table(pane).row_count):  # each row whole
                     detail.table(pane).move_cursor(row=row)
                     await pager(f"{pane} row {row}")
-        await pilot.press("4")
+        await tap(pilot, "4")
+        await until(pilot, lambda: detail.active_tab == "runs")
         runs = detail.table("runs")
         for row in range(runs.row_count):  # each run's steps, and each step whole
             runs.move_cursor(row=row)
-            await pilot.press("enter")
-            await until(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen))
+            await tap(pilot, "enter")
+            await until(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen)
+                        and app.screen.is_mounted)
             await look(f"run {row}: its steps or evidence")
             dialog = app.screen
-            if isinstance(dialog, RunStepsDialog):
+            if isinstance(dialog, RunStepsDialog) and dialog.run_view.steps:
+                await until(pilot, lambda d=dialog: bool(d.query("#run-steps")))  # type: ignore[misc]
+                steps = dialog.query_one("#run-steps", OptionList)
                 for step in range(len(dialog.run_view.steps)):
                     if step:
-                        await pilot.press("down")
+                        await tap(pilot, "down")
+                        await until(pilot, lambda s=steps, i=step: s.highlighted == i)  # type: ignore[misc]
                     await pager(f"run {row}: step {step}")
-            await pilot.press("escape")
+            await tap(pilot, "escape")
             await until(pilot, lambda: app.screen is detail)
-        await pilot.press("w")
+        await tap(pilot, "w")
         await until(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
         timeline = app.screen
         assert isinstance(timeline, TimelineScreen)
@@ -391,25 +396,25 @@ async def test_no_screen_shows_the_secret(tmp_path: Path,
         for entry_id in (driven.first_run_start, ids[0], ids[len(ids) // 2]):
             timeline.table.move_cursor(row=ids.index(entry_id), animate=False)
             await pager(f"journal entry {entry_id}")
-            await pilot.press("p")
+            await tap(pilot, "p")
             await until(pilot, lambda: isinstance(app.screen, RewindPreview)
                         and app.screen.plan is not None, what="the rewind plan")
             await look(f"rewind preview of {entry_id}")
-            await pilot.press("escape")
+            await tap(pilot, "escape")
             await until(pilot, lambda: app.screen is timeline)
-        await pilot.press("escape", "escape")
+        await tap(pilot, "escape", "escape")
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
-        await pilot.press("L")
+        await tap(pilot, "L")
         await until(pilot, lambda: isinstance(app.screen, LiveTailScreen))
         await look("live tail")
-        await pilot.press("escape")
+        await tap(pilot, "escape")
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
-        await pilot.press("I")
+        await tap(pilot, "I")
         await until(pilot, lambda: isinstance(app.screen, IncidentsScreen))
         await look("incidents")
-        await pilot.press("escape")
+        await tap(pilot, "escape")
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
-        await pilot.press("q")
+        await tap(pilot, "q")
     seen.assert_none()
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.pilot import Pilot
 
 from promptui.cli.options import BUNDLED_DEMO, load_runtime
@@ -30,4 +31,18 @@ async def until(pilot: Pilot[object], predicate: Callable[[], bool], timeout: fl
     while not predicate():
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}")
+        await pilot.pause(0.02)
+
+
+async def tap(pilot: Pilot[object], *keys: str) -> None:
+    """Send keys as the terminal would, without ``pilot.press``'s wait for the whole process
+    to go idle after each one: a live runtime's threads keep the CPU busy, so that wait runs to
+    its one-second cap per key. The caller waits for what the key should bring, with ``until``."""
+    driver = pilot.app._driver
+    assert driver is not None
+    for key in keys:
+        char = key if len(key) == 1 else None
+        event = events.Key(key, char)
+        event.set_sender(pilot.app)
+        driver.send_message(event)
         await pilot.pause(0.02)
