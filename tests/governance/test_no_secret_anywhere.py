@@ -402,7 +402,9 @@ async def test_no_screen_shows_the_secret(tmp_path: Path,
             await look(f"rewind preview of {entry_id}")
             await tap(pilot, "escape")
             await until(pilot, lambda: app.screen is timeline)
-        await tap(pilot, "escape", "escape")
+        await tap(pilot, "escape")  # one at a time: a key sent before the screen is popped
+        await until(pilot, lambda: app.screen is detail)  # would reach the old screen
+        await tap(pilot, "escape")
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
         await tap(pilot, "L")
         await until(pilot, lambda: isinstance(app.screen, LiveTailScreen))
