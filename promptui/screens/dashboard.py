@@ -77,14 +77,14 @@ class DashboardScreen(LiveScreen):
         queue = self.query_one("#queue-spark", Sparkline)
         rate = self.query_one("#rate-spark", Sparkline)
         if name is None or name not in store.processes:
-            label.update("no process selected")
+            label.update("no process selected", layout=False)  # a fixed 26x2 box
             queue.data, rate.data = [], []
             return
         queue_points = list(store.queue_history.get(name, ()))
         rate_points = list(store.rate_history.get(name, ()))
         now_rate = rate_points[-1] if rate_points else 0.0
         label.update(f"{clip(name, 24)}\nqueue {store.processes[name].queue_depth:<4} "
-                     f"· {now_rate:5.1f} ev/s")
+                     f"· {now_rate:5.1f} ev/s", layout=False)
         queue.data, rate.data = queue_points, rate_points
 
     def on_screen_resume(self) -> None:

@@ -54,4 +54,4 @@ class StatusHeader(Static):
         text.append(f"  queued {store.total_queued}")
         if store.dropped:
             text.append(f"  dropped {store.dropped}", style="red")
-        self.update(text)
+        self.update(text, layout=False)  # height 1, full width: a new text never resizes it
