@@ -3,7 +3,7 @@ the anomaly feed and the activity log."""
 
 from __future__ import annotations
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Footer, Input, Label, Sparkline
@@ -42,6 +42,8 @@ class DashboardScreen(LiveScreen):
         yield Input(placeholder="filter: regex on name or state, !re inverts; enter keeps, "
                     "esc clears", id="filter")
         yield Footer()
+
+    _kept_and_left = False  # the filter box's Enter kept the filter and sent the focus away
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -153,8 +155,20 @@ class DashboardScreen(LiveScreen):
 
     @on(Input.Submitted, "#filter")
     def _filter_kept(self, event: Input.Submitted) -> None:
+        if self._kept_and_left:
+            # A second Enter typed before the focus left the box (`/flaky` Enter Enter, fast or
+            # pasted) reaches the box, not the table: it means the table's Enter, open the row.
+            self._kept_and_left = False
+            self.action_open_process()
+            return
+        self._kept_and_left = True
         event.input.display = bool(event.value)
         self.table.focus()
+
+    @on(events.DescendantFocus)
+    def _focus_moved(self, event: events.DescendantFocus) -> None:
+        if event.widget.id == "filter":  # back in the box: its next Enter keeps again
+            self._kept_and_left = False
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)

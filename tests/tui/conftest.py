@@ -34,10 +34,11 @@ async def until(pilot: Pilot[object], predicate: Callable[[], bool], timeout: fl
         await pilot.pause(0.02)
 
 
-async def tap(pilot: Pilot[object], *keys: str) -> None:
+async def tap(pilot: Pilot[object], *keys: str, gap: bool = True) -> None:
     """Send keys as the terminal would, without ``pilot.press``'s wait for the whole process
     to go idle after each one: a live runtime's threads keep the CPU busy, so that wait runs to
-    its one-second cap per key. The caller waits for what the key should bring, with ``until``."""
+    its one-second cap per key. The caller waits for what the key should bring, with ``until``.
+    ``gap=False`` queues all the keys before the app handles the first (a paste, fast typing)."""
     driver = pilot.app._driver
     assert driver is not None
     for key in keys:
@@ -45,4 +46,6 @@ async def tap(pilot: Pilot[object], *keys: str) -> None:
         event = events.Key(key, char)
         event.set_sender(pilot.app)
         driver.send_message(event)
-        await pilot.pause(0.02)
+        if gap:
+            await pilot.pause(0.02)
+    await pilot.pause(0.02)

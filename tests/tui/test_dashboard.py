@@ -17,7 +17,7 @@ from promptui.widgets.header import StatusHeader
 from promptui.widgets.process_table import ProcessTable
 from runtime_core import AgentRuntime
 from runtime_core.control import LocalControl
-from tests.tui.conftest import until
+from tests.tui.conftest import tap, until
 
 DEMO = ["alert-handler", "changelog", "demo-feeder", "flaky-deployer", "health-checker",
         "invoice-watcher", "looper"]
@@ -163,6 +163,33 @@ async def test_filter_by_regex_and_inverse_then_clear(demo_runtime: AgentRuntime
         await until(pilot, lambda: "bad filter" in str(box.border_subtitle))
         await pilot.press("escape")
         await until(pilot, lambda: rows(app) == DEMO)
+        await pilot.press("q")
+
+
+async def test_enter_typed_twice_fast_in_the_filter_opens_the_row(
+        demo_runtime: AgentRuntime) -> None:
+    """`/deploy` Enter Enter, both Enters queued before the first is handled (pasted, or typed
+    fast over SSH): the second reaches the box before the focus left it, and still opens the
+    filtered row. Back in the box, Enter only keeps the filter again."""
+    from promptui.screens.detail import ProcessDetailScreen
+
+    app = make_app(demo_runtime)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: rows(app) == DEMO)
+        dashboard = app.screen
+        await pilot.press("slash", *"deploy")
+        await until(pilot, lambda: rows(app) == ["flaky-deployer"])
+        await tap(pilot, "enter", "enter", gap=False)
+        await until(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
+        assert isinstance(app.screen, ProcessDetailScreen)
+        assert app.screen.process == "flaky-deployer"
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is dashboard)
+        await pilot.press("slash")
+        await until(pilot, lambda: dashboard.query_one("#filter", Input).has_focus)
+        await pilot.press("enter")
+        await until(pilot, lambda: dashboard.query_one(ProcessTable).has_focus)
+        assert app.screen is dashboard and rows(app) == ["flaky-deployer"]
         await pilot.press("q")
 
 
