@@ -28,6 +28,7 @@ from promptui.widgets.view_values import process_value
 class DashboardScreen(LiveScreen):
     ACTIONS = DASHBOARD_ACTIONS
     BINDINGS = bindings(DASHBOARD_ACTIONS)
+    _kept_and_left = False  # the filter box's Enter kept the filter and sent the focus away
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -42,8 +43,6 @@ class DashboardScreen(LiveScreen):
         yield Input(placeholder="filter: regex on name or state, !re inverts; enter keeps, "
                     "esc clears", id="filter")
         yield Footer()
-
-    _kept_and_left = False  # the filter box's Enter kept the filter and sent the focus away
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False

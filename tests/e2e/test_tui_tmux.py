@@ -119,26 +119,6 @@ def redeliveries(journal: Path, process: str) -> list[dict[str, object]]:
     return [json.loads(data) for (data,) in rows]
 
 
-def open_the_only_row(tmux: Tmux) -> None:
-    """Press Enter on the filtered table until the detail screen shows. The Enter that keeps
-    the filter moves the focus to the table a moment later; an Enter that reaches the filter box
-    before that is taken as a second "keep" and opens nothing, so it is pressed again, but only
-    while the dashboard still shows (an Enter on the detail screen would open a timeline)."""
-    until = min(time.monotonic() + 20, tmux.started + DEADLINE)
-    pressed = 0.0
-    screen = ""
-    while time.monotonic() < until:
-        screen = tmux.screen()
-        if "3 Dead" in screen:
-            return
-        dashboard = " Process " in screen and " Dead " in screen
-        if dashboard and time.monotonic() - pressed > 4:
-            tmux.keys("Enter")
-            pressed = time.monotonic()
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for the detail screen; the screen was:\n{screen}")
-
-
 def test_redeliver_dead_letters_from_the_detail_screen(tmp_path: Path, tmux: Tmux) -> None:
     promptui = Path(sys.executable).parent / "promptui"
     journal = tmp_path / "j.db"
@@ -161,7 +141,8 @@ def test_redeliver_dead_letters_from_the_detail_screen(tmp_path: Path, tmux: Tmu
     tmux.wait_for("the filtered table", lambda s: "│ looper " not in s
                   and f"│ {PROCESS} " in s, cap=5)
     tmux.keys("Enter")
-    open_the_only_row(tmux)
+    tmux.keys("Enter")  # open the only row (also when it reaches the box before the focus moves)
+    tmux.wait_for("the detail screen", lambda s: "3 Dead" in s, cap=15)
     tmux.keys("3")
     tmux.keys("R")  # redeliver all: a bulk action asks first, Cancel focused
     tmux.wait_for("the redeliver question", lambda s: "distinct payload" in s, cap=5)

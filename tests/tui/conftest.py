@@ -41,11 +41,10 @@ async def tap(pilot: Pilot[object], *keys: str, gap: bool = True) -> None:
     ``gap=False`` queues all the keys before the app handles the first (a paste, fast typing)."""
     driver = pilot.app._driver
     assert driver is not None
-    for key in keys:
-        char = key if len(key) == 1 else None
-        event = events.Key(key, char)
+    for index, key in enumerate(keys):
+        if index and gap:
+            await pilot.pause(0.02)
+        event = events.Key(key, key if len(key) == 1 else None)
         event.set_sender(pilot.app)
         driver.send_message(event)
-        if gap:
-            await pilot.pause(0.02)
     await pilot.pause(0.02)
