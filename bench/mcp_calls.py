@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from runtime_core import ToolContext, TriggerEvent
-from runtime_core.agent.mcp_config import HttpServerConfig, StdioServerConfig
-from runtime_core.agent.mcp_tools import McpToolbox
+from runtime_core.agent.mcp.config import HttpServerConfig, StdioServerConfig
+from runtime_core.agent.mcp.tools import McpToolbox
 
 DEMO_SERVER = Path(__file__).resolve().parents[1] / "demo_manifests" / "promptui_demo_mcp.py"
 

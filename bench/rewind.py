@@ -14,7 +14,7 @@ from typing import Any
 
 from runtime_core import AgentProcess, ProcessConfig
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.sqlite import SQLiteJournal
+from runtime_core.journal.sqlite.journal import SQLiteJournal
 
 NAME = "bench"
 PER_RUN = 8  # entries one synthetic run writes

@@ -38,13 +38,9 @@ from promptui.screens.dashboard import DashboardScreen
 from promptui.screens.dialogs import ChoiceDialog
 from promptui.screens.help import HelpScreen, TooSmallScreen
 from promptui.store import UIStore
-from runtime_core.control import (
-    ControlError,
-    ControlPlane,
-    EventStream,
-    JournalEntryView,
-    LocalControl,
-)
+from runtime_core.control.local import LocalControl
+from runtime_core.control.plane import ControlError, ControlPlane, EventStream
+from runtime_core.control.views import JournalEntryView
 
 MIN_SIZE = (80, 24)
 DRAIN_LIMIT = 20_000  # events folded per tick at most; the stream keeps the rest

@@ -17,11 +17,11 @@ from textual.screen import ModalScreen
 from promptui.screens.dashboard import DashboardScreen
 from promptui.screens.dialogs import ChoiceDialog, ConfirmDialog, InjectDialog, InjectRequest
 from promptui.screens.jump import JumpPrompt
-from runtime_core.control import ControlError
+from runtime_core.control.plane import ControlError
 
 if TYPE_CHECKING:
     from promptui.store import UIStore
-    from runtime_core.control import ControlPlane
+    from runtime_core.control.plane import ControlPlane
 
 STOP_DRAIN_SECONDS = 30.0  # the stop dialog's drain: as long as serve's default
 

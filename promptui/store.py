@@ -8,7 +8,7 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
-from runtime_core.control import ProcessSummary
+from runtime_core.control.views import ProcessSummary
 from runtime_core.events import RuntimeEvent
 
 FEED_LINES = 2000

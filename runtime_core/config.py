@@ -16,7 +16,7 @@ from runtime_core.agent.config import (
     ToolDeclaration,
     is_model_object,
 )
-from runtime_core.agent.mcp_config import ServerConfig, normalise_server_entries
+from runtime_core.agent.mcp.config import ServerConfig, normalise_server_entries
 from runtime_core.agent.script import check_model_setting
 from runtime_core.context import ContextConfig
 from runtime_core.delivery.config import TriggerDeliveryConfig

@@ -40,9 +40,6 @@ VALID_TRANSITIONS: dict[ProcessState, frozenset[ProcessState]] = {
     S.FAILED: frozenset({S.STARTING, S.STOPPING}),
 }
 
-#: States in which the process holds workers and triggers that must be torn down.
-ACTIVE_STATES = frozenset({S.STARTING, S.RUNNING, S.SUSPENDED})
-
 
 class StateError(ValueError, RuntimeBaseError):
     """A lifecycle transition or a method call that the current state does not allow.

@@ -17,9 +17,9 @@ from runtime_core.governance.hooks import HookManager
 from runtime_core.journal.factory import make_journal, preflight, share_journal
 from runtime_core.journal.faults import FaultState
 from runtime_core.journal.provider import JournalProvider
-from runtime_core.journal.sqlite import DamagedJournal
+from runtime_core.journal.sqlite.schema import DamagedJournal
 from runtime_core.lifecycle import field_of, one_line
-from runtime_core.manifest import Manifest, load_directory, load_manifest
+from runtime_core.manifest.loader import Manifest, load_directory, load_manifest
 from runtime_core.process.process import AgentProcess
 
 
@@ -173,10 +173,6 @@ class AgentRuntime:
                                    base_dir=manifest.base_dir, journal=journal)
         self._manifests[manifest.name] = manifest.path
         return process
-
-    def manifest_path(self, name: str) -> Path | None:
-        """The ``.agent`` file process ``name`` was loaded from (None: added in code)."""
-        return self._manifests.get(name)
 
     def start_problems(self) -> list[str]:
         """One line for each process the last start_all() could not start: which process, its

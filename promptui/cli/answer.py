@@ -24,7 +24,8 @@ from promptui.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from runtime_core.control import FormField, RemoteControl
+    from runtime_core.control.elicitation import FormField
+    from runtime_core.control.remote import RemoteControl
 
 ACCEPT_OPTION = typer.Option(
     None, "--accept", metavar="KEY=VALUE",
@@ -61,7 +62,7 @@ def answer(
 
 
 def _fields(detail: dict[str, Any]) -> list[FormField]:
-    from runtime_core.control import FormError, form_fields
+    from runtime_core.control.elicitation import FormError, form_fields
 
     try:
         return form_fields(detail.get("requested_schema") or {"type": "object"})
@@ -106,7 +107,7 @@ def _decide(detail: dict[str, Any], accept: list[str] | None, decline: bool, can
                 value = _ask(field)
                 if value is not None:
                     content[field.name] = value
-    from runtime_core.control import FormError, check_content
+    from runtime_core.control.elicitation import FormError, check_content
 
     try:
         return "accept", check_content(detail.get("requested_schema") or {}, content)
@@ -115,7 +116,7 @@ def _decide(detail: dict[str, Any], accept: list[str] | None, decline: bool, can
 
 
 def _given(fields: list[FormField], pairs: list[str]) -> dict[str, Any]:
-    from runtime_core.control import parse_value
+    from runtime_core.control.elicitation import parse_value
 
     by_name = {f.name: f for f in fields}
     content: dict[str, Any] = {}
@@ -137,7 +138,7 @@ def _given(fields: list[FormField], pairs: list[str]) -> dict[str, Any]:
 
 
 def _ask(field: FormField) -> Any:
-    from runtime_core.control import field_problem, parse_value
+    from runtime_core.control.elicitation import field_problem, parse_value
 
     default = "" if field.default is None else str(field.default)
     while True:

@@ -23,9 +23,9 @@ from rich.markup import escape
 from promptui.cli.options import err, fail, load_manifests
 
 if TYPE_CHECKING:
-    from runtime_core import AgentRuntime
-    from runtime_core.cluster_host import ClusterHost
+    from runtime_core.cluster.host import ClusterHost
     from runtime_core.control.cluster import ClusterControl
+    from runtime_core.runtime import AgentRuntime
 
 DSN_ENV = "PROMPTUI_DSN"
 FROM_ENV = "env"
@@ -71,11 +71,11 @@ def load_cluster(paths: list[Path], given_dsn: str, *, node_id: str | None,
                  read_only: bool) -> ClusterSetup:
     """The node's runtime (no process added yet: its leases decide), its cluster host and its
     control plane; manifest problems printed and exit 1, a DSN that cannot be read exit 2."""
-    from runtime_core import AgentRuntime
-    from runtime_core.cluster_host import ClusterHost
+    from runtime_core.cluster.host import ClusterHost
     from runtime_core.control.cluster import ClusterControl
     from runtime_core.errors import RuntimeBaseError
-    from runtime_core.manifest import ManifestError
+    from runtime_core.manifest.loader import ManifestError
+    from runtime_core.runtime import AgentRuntime
 
     dsn = cluster_dsn(given_dsn)
     try:

@@ -29,7 +29,7 @@ from promptui.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from runtime_core import AgentRuntime
+    from runtime_core.runtime import AgentRuntime
 
 SECONDS_OPTION = typer.Option(None, "--seconds", "-s", min=0.1, metavar="SECONDS",
                               help="Stop after this long instead of at Ctrl+C.")

@@ -32,8 +32,9 @@ from promptui.cli.plain_help import Typer
 from promptui.format import clock_ms
 
 if TYPE_CHECKING:
-    from runtime_core.control import JournalEntryView, RemoteControl
     from runtime_core.control.offline import JournalEntry
+    from runtime_core.control.remote import RemoteControl
+    from runtime_core.control.views import JournalEntryView
 
 FOLLOW_SECONDS = 0.5
 PAGE = 1000

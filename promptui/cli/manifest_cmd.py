@@ -21,7 +21,7 @@ from promptui.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from runtime_core.control import RemoteControl
+    from runtime_core.control.remote import RemoteControl
 
 FROM_OPTION = typer.Option(None, "--from", metavar="PATH",
                            help="Read the process from these manifest files (a file or a "
@@ -44,8 +44,8 @@ def manifest(name: str = NAME_ARGUMENT, source: Path | None = FROM_OPTION,
 
 
 def _from_files(name: str, source: Path) -> str:
-    from runtime_core.manifest import ManifestError, load_directory, load_manifest
-    from runtime_core.manifest_save import manifest_text
+    from runtime_core.manifest.loader import ManifestError, load_directory, load_manifest
+    from runtime_core.manifest.save import manifest_text
 
     try:
         found = load_directory(source) if source.is_dir() else [load_manifest(source)]

@@ -98,7 +98,7 @@ def validate(
 ) -> None:
     """Check manifests; every problem is listed with file, line, column and field: the text,
     then what would fail at start (tool imports, script files, watch paths, webhook ports)."""
-    from runtime_core.manifest import (
+    from runtime_core.manifest.loader import (
         Manifest,
         ManifestError,
         check_start,

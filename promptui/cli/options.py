@@ -23,9 +23,9 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from runtime_core import AgentRuntime
-    from runtime_core.control import RemoteControl
-    from runtime_core.manifest import Manifest
+    from runtime_core.control.remote import RemoteControl
+    from runtime_core.manifest.loader import Manifest
+    from runtime_core.runtime import AgentRuntime
 
 T = TypeVar("T")
 
@@ -221,7 +221,8 @@ def on_server(target: ServerTarget, action: Callable[[RemoteControl], Awaitable[
     printed in red and exits 1."""
     import asyncio
 
-    from runtime_core.control import ControlError, RemoteControl
+    from runtime_core.control.plane import ControlError
+    from runtime_core.control.remote import RemoteControl
 
     try:
         control = RemoteControl(target.url, token=target.token)
@@ -247,7 +248,7 @@ def load_runtime(paths: list[Path], *,
     """A runtime with every process the given files and folders declare, and their warnings.
     ``journal`` moves every journaling process's journal to that file. Raises ManifestError
     listing every problem."""
-    from runtime_core import AgentRuntime
+    from runtime_core.runtime import AgentRuntime
 
     manifests = load_manifests(paths)
     if journal is not None:
@@ -262,7 +263,7 @@ def load_runtime(paths: list[Path], *,
 def load_manifests(paths: list[Path]) -> list[Manifest]:
     """Every manifest the given files and folders hold; ManifestError listing every
     problem."""
-    from runtime_core.manifest import ManifestError, load_directory, load_manifest
+    from runtime_core.manifest.loader import ManifestError, load_directory, load_manifest
 
     manifests: list[Manifest] = []
     problems = []
@@ -285,7 +286,7 @@ def load_or_exit(paths: list[Path] | None, *, journal: Path | None = None) -> Ag
     (a bad path, held by another runtime, damaged where recovery reads it) printed as one line
     and exit 2, before anything starts; or the runtime with its warnings printed."""
     from runtime_core.control.offline import JournalError
-    from runtime_core.manifest import ManifestError
+    from runtime_core.manifest.loader import ManifestError
 
     try:
         runtime, warnings = load_runtime(list(paths) if paths else [BUNDLED_DEMO],

@@ -27,7 +27,7 @@ from promptui.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from runtime_core.control import RemoteControl
+    from runtime_core.control.remote import RemoteControl
 
 OUTCOMES = ("applied", "not_applied", "failed")
 NOT_ASKED = ("not asked, as stdin is not a terminal; pass --applied (with --result), "

@@ -37,7 +37,8 @@ from promptui.cli.options import (
 from promptui.format import iso_short
 
 if TYPE_CHECKING:
-    from runtime_core.control import DeadLetterView, ProcessSummary, RemoteControl
+    from runtime_core.control.remote import RemoteControl
+    from runtime_core.control.views import DeadLetterView, ProcessSummary
 
 LETTER_PAGE = 1000
 SHORT_ID = 8  # event ids are uuids; the first characters are enough to name one
@@ -218,7 +219,7 @@ def _letters(count: int) -> str:
 
 async def _redeliver(control: RemoteControl, name: str, wanted: list[str] | None) -> int:
     """Redeliver all (no ids) or the named ones; an id may be a unique prefix."""
-    from runtime_core.control import ControlError
+    from runtime_core.control.plane import ControlError
 
     if not wanted:
         return await control.redeliver(name, None)

@@ -30,8 +30,8 @@ from promptui.cli.options import (
 from promptui.format import date_time
 
 if TYPE_CHECKING:
-    from runtime_core.control import JournalEntryView
     from runtime_core.control.offline import RewindMode, RewindPlan
+    from runtime_core.control.views import JournalEntryView
 
 # RewindMode's values, for --help without loading the runtime (a bad --mode is checked against
 # RewindMode itself).
@@ -110,6 +110,8 @@ def rewind(
         recent_entries,
     )
 
+    if plan_only and apply:
+        raise fail("--plan previews and changes nothing, --apply changes the process: give one")
     target = server_for(url, token, journal_path)
     if target is not None:
         _rewind_on_server(target, process, entry, mode, apply, yes, limit)

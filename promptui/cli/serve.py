@@ -177,7 +177,7 @@ def serve(
     from runtime_core.api.guard import is_loopback
     from runtime_core.api.server import create_app, make_server
     from runtime_core.api.token import TOKEN_ENV, TokenError, load_or_create_token
-    from runtime_core.control import LocalControl
+    from runtime_core.control.local import LocalControl
 
     configure_logging(log_format, log_level)
     targets = list(paths) if paths else [BUNDLED_DEMO]

@@ -25,7 +25,7 @@ from promptui.cli.options import (
 
 if TYPE_CHECKING:
     from promptui.settings import Settings
-    from runtime_core.control import ControlPlane
+    from runtime_core.control.plane import ControlPlane
 
 # The room's own options, the same for 'ui' and 'attach'.
 THEME_OPTION = typer.Option(None, "--theme", help="Theme name (t cycles them).")
@@ -51,7 +51,7 @@ def ui(
     settings = _settings()
     low = low_bandwidth or settings.low_bandwidth
     runtime = load_or_exit(paths, journal=journal)
-    from runtime_core.control import LocalControl
+    from runtime_core.control.local import LocalControl
 
     name = "demo" if not paths else ", ".join(p.name for p in paths)[:24]
     control = LocalControl(runtime, name=name,
@@ -75,7 +75,8 @@ def attach(
     """Open the control room on a served runtime (promptui serve)."""
     import asyncio
 
-    from runtime_core.control import ControlError, RemoteControl
+    from runtime_core.control.plane import ControlError
+    from runtime_core.control.remote import RemoteControl
 
     try:
         target = find_server(url, token)
@@ -98,7 +99,7 @@ def attach(
 
 
 async def _check(url: str, token: str) -> None:
-    from runtime_core.control import RemoteControl
+    from runtime_core.control.remote import RemoteControl
 
     probe = RemoteControl(url, token=token)
     try:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from promptui.actions import ActionSpec
     from promptui.store import ActivityLine, FeedLine, UIStore
-    from runtime_core.control import ControlPlane
+    from runtime_core.control.plane import ControlPlane
 
 
 class Room(Protocol):

@@ -48,7 +48,8 @@ from promptui.widgets.live_view import LiveView
 from promptui.widgets.process_table import STATE_STYLES
 from promptui.widgets.process_views import config_view, governance_view
 from promptui.widgets.view_values import detail_row
-from runtime_core.control import ControlError, JournalEntryView, ProcessDetail, RunView
+from runtime_core.control.plane import ControlError
+from runtime_core.control.views import JournalEntryView, ProcessDetail, RunView
 
 TIMELINE_ROWS = 50  # the tab shows the newest entries; the full timeline is `w`
 # What gets the focus when a tab is picked by its number key.

@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static, TextArea
 
-from runtime_core.control import DeadLetterView
+from runtime_core.control.views import DeadLetterView
 
 
 class ConfirmDialog(ModalScreen[bool]):

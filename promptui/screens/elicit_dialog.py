@@ -18,7 +18,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
 from promptui.screens.base import room_of
-from runtime_core.control import FormError, FormField, check_content, form_fields, parse_value
+from runtime_core.control.elicitation import (
+    FormError,
+    FormField,
+    check_content,
+    form_fields,
+    parse_value,
+)
 
 
 @dataclass(frozen=True, slots=True)

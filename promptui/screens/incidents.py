@@ -26,7 +26,8 @@ from promptui.widgets.incident_table import (
     incident_row,
     row_key,
 )
-from runtime_core.control import ControlError, IncidentView
+from runtime_core.control.plane import ControlError
+from runtime_core.control.views import IncidentView
 
 REFRESH_SECONDS = 2.0  # re-read at least this often (ages move); at once on incident events
 

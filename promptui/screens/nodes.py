@@ -18,7 +18,7 @@ from promptui.format import clip
 from promptui.screens.base import LiveScreen
 from promptui.store import FeedLine, UIStore
 from promptui.widgets.keyed_table import Col, KeyedTable, fill_width
-from runtime_core.control import ControlError
+from runtime_core.control.plane import ControlError
 
 REFRESH_SECONDS = 2.0
 # Widths that keep every column on an 80-column terminal (the processes take what is left).

@@ -19,7 +19,8 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 from promptui.actions import REWIND, read_only_message
 from promptui.format import clip, date_time, short
 from promptui.screens.base import room_of
-from runtime_core.control import ControlError, JournalEntryView, RewindPlan
+from runtime_core.control.plane import ControlError
+from runtime_core.control.views import JournalEntryView, RewindPlan
 
 # (mode, label): keys 1-5 pick them in this order.
 MODES = (("both", "both"), ("conversation_only", "conversation"), ("code_only", "code"),

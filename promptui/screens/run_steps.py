@@ -19,7 +19,7 @@ from promptui.screens.base import OpenTimeline
 from promptui.widgets.runs import identity_lines, run_end, run_header, step_line
 from promptui.widgets.show_value import ShowValue
 from promptui.widgets.view_values import step_value
-from runtime_core.control import RunView
+from runtime_core.control.views import RunView
 
 
 class RunStepsDialog(ModalScreen[None]):

@@ -14,7 +14,7 @@ from textual.screen import Screen
 
 from promptui.screens.base import room_of
 from promptui.screens.dialogs import AskDialog, ConfirmDialog
-from runtime_core.control import ControlError
+from runtime_core.control.plane import ControlError
 
 
 def _check(text: str) -> str:

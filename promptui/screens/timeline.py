@@ -21,7 +21,8 @@ from promptui.screens.rewind_dialog import RewindPreview
 from promptui.store import FeedLine, UIStore
 from promptui.widgets.timeline_table import PREFETCH, TimelineTable, entry_detail
 from promptui.widgets.view_values import entry_value
-from runtime_core.control import ControlError, JournalEntryView, RewindResult
+from runtime_core.control.plane import ControlError
+from runtime_core.control.views import JournalEntryView, RewindResult
 
 PAGE = 200
 REFRESH_SECONDS = 1.0  # the newest page is re-read at most this often

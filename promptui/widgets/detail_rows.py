@@ -11,7 +11,7 @@ from rich.text import Text
 from promptui.format import age, clip, clock, compact, iso_age
 from promptui.widgets.keyed_table import Col, Row
 from promptui.widgets.runs import RUN_STATE_STYLES, duration, run_outcome
-from runtime_core.control import DeadLetterView, JournalEntryView, ProcessDetail
+from runtime_core.control.views import DeadLetterView, JournalEntryView, ProcessDetail
 
 # Widths that keep every column but the payload/value on an 80-column terminal.
 QUEUE_COLS = (Col("id", "Event", 8), Col("trigger", "Trigger", 10), Col("age", "Age", 4),

@@ -7,7 +7,7 @@ from rich.text import Text
 
 from promptui.format import age, clip, clock
 from promptui.widgets.keyed_table import Cell, Col, KeyedTable, fill_width
-from runtime_core.control import IncidentView
+from runtime_core.control.views import IncidentView
 
 STATE_STYLES = {"open": "bold red", "recovered": "green", "resolved": "cyan"}
 # Widths that keep every column but the fingerprint on an 80-column terminal.

@@ -16,7 +16,7 @@ from textual.widgets import RichLog, Static
 from promptui.format import age, clip
 from promptui.store import ProgressLine
 from promptui.widgets.runs import duration, run_end, run_header, step_line
-from runtime_core.control import RunView
+from runtime_core.control.views import RunView
 
 LIVE_MAX_LINES = 1000
 BAR_WIDTH = 20

@@ -17,7 +17,7 @@ from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from promptui.format import age
 from promptui.store import ProcessFilter
-from runtime_core.control import ProcessSummary
+from runtime_core.control.views import ProcessSummary
 
 STATE_STYLES = {
     "running": "bold green",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from promptui.format import clip, compact, elapsed
-from runtime_core.control import RunView, StepView
+from runtime_core.control.views import RunView, StepView
 
 RUN_STATE_STYLES = {
     "waiting": "bold red",

@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 
 from promptui.format import clip, clock, date_time
 from promptui.widgets.keyed_table import fill_width
-from runtime_core.control import JournalEntryView
+from runtime_core.control.views import JournalEntryView
 
 PREFETCH = 40  # rows from the end of what is loaded: fetch the next page before it shows
 REWIND_MARK = "⟲"

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from runtime_core.control import (
+from runtime_core.control.views import (
     DeadLetterView,
     JournalEntryView,
     ProcessDetail,

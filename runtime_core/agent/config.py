@@ -1,6 +1,6 @@
 """The agent's settings: which model (a string, a scripted script, a remote model's settings
 or, from Python, a model object) and which Python tools by import path. MCP servers are in
-agent/mcp_config.py."""
+agent/mcp/config.py."""
 
 from __future__ import annotations
 

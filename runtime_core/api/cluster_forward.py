@@ -27,7 +27,7 @@ from runtime_core.api.error_shape import raw_error
 from runtime_core.api.guard import ASGIApp, Receive, Scope, Send, replay_body
 from runtime_core.cluster.errors import describe
 from runtime_core.cluster.forward import FORWARDED_BY, ForwardError, NoLiveOwner
-from runtime_core.cluster_host import ClusterHost
+from runtime_core.cluster.host import ClusterHost
 
 __all__ = ["ForwardToOwner"]
 

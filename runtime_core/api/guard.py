@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from runtime_core.api.error_shape import raw_error
-from runtime_core.triggers.http_origin import host_name, is_loopback
+from runtime_core.http.origin import host_name, is_loopback
 
 __all__ = ["DEFAULT_MAX_BODY", "MUTATING", "PUBLIC_PATHS", "Guard", "host_name", "is_loopback"]
 

@@ -30,7 +30,7 @@ from runtime_core.control.views import (
     RewindResult,
     RunView,
 )
-from runtime_core.manifest import NAME_PATTERN
+from runtime_core.manifest.loader import NAME_PATTERN
 from runtime_core.strict import StrictModel
 
 router = APIRouter(prefix="/api/v1")

@@ -28,11 +28,11 @@ from runtime_core.api.event_log import EventLog
 from runtime_core.api.guard import DEFAULT_MAX_BODY, Guard, is_loopback
 from runtime_core.api.routes import router
 from runtime_core.control.local import LocalControl
-from runtime_core.triggers.http_guard import ConnectionGuard
-from runtime_core.triggers.http_limits import API
+from runtime_core.http.guard import ConnectionGuard
+from runtime_core.http.limits import API
 
 if TYPE_CHECKING:  # psycopg loads only for a cluster node
-    from runtime_core.cluster_host import ClusterHost
+    from runtime_core.cluster.host import ClusterHost
 
 log = logging.getLogger("promptui.serve")
 VERSION = "1"
@@ -172,7 +172,7 @@ def make_server(app: FastAPI, *, host: str, port: int,
                 on_bound: Callable[[str], None] | None = None) -> _Server:
     """``on_bound(url)``: once the socket is bound, before the lifespan starts (a cluster
     node registers that address); ``on_ready(url)``: once it serves."""
-    # The process's connection budget, a header read timeout and keep-alive (http_limits):
+    # The process's connection budget, a header read timeout and keep-alive (http/limits.py):
     # idle or slow clients cannot use up the file descriptors the API needs to answer.
     guard = ConnectionGuard.for_server(API, json.dumps(error_body(
         "TOO_MANY_CONNECTIONS", "the server holds the most open connections it allows; try "

@@ -22,7 +22,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from runtime_core.cluster.schema import ensure_schema
-from runtime_core.journal.postgres_dsn import Scrubber
+from runtime_core.journal.postgres.dsn import Scrubber
 
 __all__ = ["AsyncConn", "ConnectionSource", "Connector", "Database"]
 

@@ -43,7 +43,7 @@ import psycopg
 from runtime_core.cluster.db import AsyncConn, ConnectionSource, Connector, Database
 from runtime_core.cluster.ddl import advisory_key, ensure_tables
 from runtime_core.cluster.leases import as_fenced_out, fence_check_sql
-from runtime_core.journal.postgres_dsn import redact_dsn
+from runtime_core.journal.postgres.dsn import redact_dsn
 from runtime_core.journal.provider import MAX_DELIVERY_KEY
 from runtime_core.triggers.base import DELIVERY_KEY, TriggerEvent
 

@@ -29,7 +29,7 @@ from psycopg import sql
 
 from runtime_core.cluster.errors import FencedOut, describe, is_passing
 from runtime_core.cluster.inbox import CHANNEL, AcceptEvent, ClusterInbox
-from runtime_core.journal.postgres_dsn import Scrubber
+from runtime_core.journal.postgres.dsn import Scrubber
 
 __all__ = ["InboxListener", "InboxPuller"]
 
@@ -53,7 +53,6 @@ class InboxListener:
         self._task: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
         self.connects = 0  # LISTENs that succeeded (1 + reconnections)
-        self.notified = 0  # notifications received
         self.last_error: str | None = None
 
     @property
@@ -139,7 +138,6 @@ class InboxListener:
             self._wake(None)  # anything put while nobody listened
             while True:
                 async for notify in conn.notifies(timeout=self.ping_s):
-                    self.notified += 1
                     self._wake(notify.payload)
                 async with asyncio.timeout(self.ping_s):  # a silently dead link shows here
                     await conn.execute("SELECT 1")

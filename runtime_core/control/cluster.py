@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime_core.cluster.errors import describe
+from runtime_core.cluster.host import ClusterHost
 from runtime_core.cluster.leases import Lease
-from runtime_core.cluster_host import ClusterHost
 from runtime_core.control import local_views as views
 from runtime_core.control.local import LocalControl
 from runtime_core.control.plane import ControlError
 from runtime_core.control.views import ProcessSummary
-from runtime_core.journal.postgres_schema import last_states
+from runtime_core.journal.postgres.schema import last_states
 from runtime_core.process.process import AgentProcess
 from runtime_core.runtime import AgentRuntime
 from runtime_core.triggers.base import TriggerEvent
@@ -157,7 +157,7 @@ class ClusterControl(LocalControl):
         return data
 
     def cluster_webhooks(self) -> dict[str, Any]:
-        """The webhooks this node serves for every process (cluster_webhooks: its standbys,
+        """The webhooks this node serves for every process (cluster/webhooks.py: its standbys,
         whoever runs the process) and those it cannot serve, with why."""
         return {"node_id": self.host.node_id, "standbys": self.host.webhooks.status(),
                 "skipped": list(self.host.webhooks.skipped)}

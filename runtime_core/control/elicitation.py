@@ -4,7 +4,7 @@ the check an answer must pass (the runtime checks again before the server gets i
 
 from __future__ import annotations
 
-from runtime_core.agent.elicit_form import (
+from runtime_core.agent.mcp.elicit_form import (
     FormError,
     FormField,
     check_content,

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from runtime_core.agent.elicit_form import ACTIONS, FormError
+from runtime_core.agent.mcp.elicit_form import ACTIONS, FormError
 from runtime_core.control import local_views as views
 from runtime_core.control import redaction
 from runtime_core.control.manifests import process_manifest
@@ -32,7 +32,7 @@ from runtime_core.journal.provider import JournalError, ReadFilter
 from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
 from runtime_core.journal.summary import summarize
 from runtime_core.lifecycle import ProcessState
-from runtime_core.manifest import NAME_PATTERN
+from runtime_core.manifest.loader import NAME_PATTERN
 from runtime_core.process.process import AgentProcess
 from runtime_core.process.rewinding import ForkConflict
 from runtime_core.runtime import AgentRuntime

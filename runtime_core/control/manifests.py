@@ -1,7 +1,7 @@
 """A process's configuration as it is now, written as a manifest: the config it was made with,
 plus what changed live (its instructions, the config triggers added or removed since; the
 triggers the agent added itself in open mode are not part of it). Credentials are written as
-``${VAR}`` references (manifest_save), and the text goes through the process's redaction, so no
+``${VAR}`` references (manifest/save.py), and the text goes through the process's redaction, so no
 secret value leaves this way."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from runtime_core.config import ProcessConfig
 from runtime_core.control import redaction
 from runtime_core.control.plane import ControlError
-from runtime_core.manifest_save import manifest_text
+from runtime_core.manifest.save import manifest_text
 from runtime_core.process.process import AgentProcess
 
 

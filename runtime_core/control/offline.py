@@ -14,22 +14,22 @@ from typing import Any, TypeVar
 from runtime_core.control.views import DeadLetterView, JournalEntryView, preview, step_of
 from runtime_core.incidents import Incident, fold_entries, value_text
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.import_reference import (
-    ImportReport,
-    NotAReferenceJournal,
-    NothingToImport,
-    ProcessImport,
-)
-from runtime_core.journal.import_reference import import_into_file as import_reference
 from runtime_core.journal.inspect import VerifyReport, process_names, read_dead_letters
 from runtime_core.journal.inspect import read_entries as read_entries
 from runtime_core.journal.inspect import verify as verify
 from runtime_core.journal.offline_rewind import apply_offline, fork_offline, plan_offline
 from runtime_core.journal.provider import JournalError
+from runtime_core.journal.reference.importer import (
+    ImportReport,
+    NotAReferenceJournal,
+    NothingToImport,
+    ProcessImport,
+)
+from runtime_core.journal.reference.importer import import_into_file as import_reference
 from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan
-from runtime_core.journal.sqlite import SQLiteJournal
-from runtime_core.journal.sqlite_lock import JournalLocked
+from runtime_core.journal.sqlite.journal import SQLiteJournal
+from runtime_core.journal.sqlite.lock import JournalLocked
 from runtime_core.journal.summary import summarize
 
 __all__ = ["ENTRY_TYPES", "ImportReport", "Incident", "JournalEntry", "JournalError",
@@ -58,7 +58,9 @@ def check_entry_type(entry_type: str) -> None:
 def check_new_name(name: str) -> None:
     """ValueError unless ``name`` can name a process: the rule a manifest's name and the
     control room's fork follow (it becomes a journal key, a path segment, a table row)."""
-    from runtime_core.manifest import NAME_PATTERN  # here: the manifest loads the whole config
+    from runtime_core.manifest.loader import (
+        NAME_PATTERN,  # here: the manifest loads the whole config
+    )
 
     if not NAME_PATTERN.match(name):
         raise ValueError(f"{name!r} is not a process name: {NAME_RULE}")
@@ -125,7 +127,7 @@ async def fork(path: Path, process: str, entry_id: str | int, new_name: str) -> 
 async def probe_servers(servers: Any, base_dir: Path) -> list[dict[str, Any]]:
     """Connect a manifest's MCP servers once and list their tools with effects, one row per
     server (``error`` set for one that failed); nothing is started."""
-    from runtime_core.agent.mcp_tools import probe_servers as probe
+    from runtime_core.agent.mcp.tools import probe_servers as probe
 
     return await probe(servers, base_dir=base_dir)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runtime_core.agent.mcp_config import redacted_server
+from runtime_core.agent.mcp.config import redacted_server
 from runtime_core.config import ProcessConfig
 from runtime_core.events import RuntimeEvent
 from runtime_core.governance.redaction import hide_credentials, literal_redactor

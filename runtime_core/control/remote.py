@@ -76,7 +76,6 @@ class RemoteControl:
         self._summaries: list[ProcessSummary] = []
         self.reconnects = 0
         self._greeted = False  # the current event stream said hello
-        self.missed_events = 0  # events the server no longer had when the stream resumed
 
     # -- who and how ---------------------------------------------------------------------------
     @property
@@ -190,8 +189,6 @@ class RemoteControl:
             async for frame in frames(answer.aiter_lines()):
                 if frame.event == "hello":
                     self._greeted = True
-                    hello = json.loads(frame.data)
-                    self.missed_events += int(hello.get("missed", 0))
                     self._back()
                     with contextlib.suppress(ControlError):
                         await self.runtime_info()

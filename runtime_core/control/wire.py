@@ -30,11 +30,6 @@ def dump(value: Any) -> Any:
     return _adapter(type(value)).dump_python(value, mode="json")
 
 
-def dump_list(values: list[Any], kind: type[Any]) -> list[Any]:
-    data: list[Any] = _adapter(list[kind]).dump_python(values, mode="json")  # type: ignore[valid-type]
-    return data
-
-
 def load(kind: type[T], data: Any) -> T:
     """Rebuild a control-plane value from what ``dump`` made."""
     value: T = _adapter(kind).validate_python(data)

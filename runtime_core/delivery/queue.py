@@ -308,15 +308,6 @@ class Delivery:
         self._freed()
         return count
 
-    def drain_queue(self) -> list[TriggerEvent]:
-        events: list[TriggerEvent] = []
-        while True:
-            try:
-                events.append(self._queue.get_nowait())
-            except asyncio.QueueEmpty:
-                self._freed()
-                return events
-
     # -- dead letters ----------------------------------------------------------------------------
     def redeliver(self, event_ids: Iterable[str] | None = None,
                   stored: Iterable[DeadLetter] = ()) -> int:

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec, check_model_setting
 from runtime_core.strict import KeyCheckedModel, StrictModel
-from runtime_core.triggers.filters import compile_state_check
+from runtime_core.triggers.filters.expression import compile_state_check
 
 __all__ = [
     "WINDOW_MAX",

@@ -11,13 +11,10 @@ import re
 import secrets as _random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
 
 from runtime_core.clock import Clock
 from runtime_core.governance.config import InboxConfig
 
-MessageType = Literal["directive", "context", "question", "correction"]
-Priority = Literal["low", "normal", "high", "critical"]
 _RANK = {"low": 0, "normal": 1, "high": 2, "critical": 3}
 ANSWER = re.compile(r"ANSWER Q(\d+):\s*(.*?)(?=ANSWER Q\d+:|\Z)", re.DOTALL)
 

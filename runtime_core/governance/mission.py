@@ -18,7 +18,7 @@ from runtime_core.governance.config import MissionConfig
 from runtime_core.triggers.base import TriggerEvent
 
 if TYPE_CHECKING:
-    from runtime_core.triggers.filters import EventFilter
+    from runtime_core.triggers.filters.expression import EventFilter
 
 MissionState = Literal["active", "completed", "failed", "paused"]
 Outcome = Literal["complete", "failed", "progress", "paused"]
@@ -44,7 +44,7 @@ class Mission:
         self.started = clock.time()
         self.reason = ""
         self.evaluations: deque[MissionEvaluation] = deque(maxlen=KEPT_EVALUATIONS)
-        from runtime_core.triggers.filters import compile_state_check
+        from runtime_core.triggers.filters.expression import compile_state_check
 
         self._check: EventFilter | None = (
             compile_state_check(config.success_check) if config.success_check else None)

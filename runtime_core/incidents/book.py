@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from runtime_core.incidents.config import IncidentConfig
 from runtime_core.triggers.base import TriggerEvent
-from runtime_core.triggers.filters import EventFilter, compile_filter
+from runtime_core.triggers.filters.expression import EventFilter, compile_filter
 
 OPEN: Final = "open"
 RESOLVED: Final = "resolved"  # by an operator

@@ -8,7 +8,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from runtime_core.strict import KeyCheckedModel
 from runtime_core.triggers.config import TRIGGER_TYPES
-from runtime_core.triggers.filters import FilterError, compile_filter
+from runtime_core.triggers.filters.expression import FilterError, compile_filter
 
 
 class IncidentConfig(KeyCheckedModel):

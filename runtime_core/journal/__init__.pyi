@@ -1,11 +1,11 @@
 from .config import JournalConfig as JournalConfig
 from .entry import EntryType as EntryType
 from .entry import JournalEntry as JournalEntry
-from .fencing import JournalFenced as JournalFenced
 from .file import FileJournal as FileJournal
 from .memory import InMemoryJournal as InMemoryJournal
 from .memory import MemoryJournal as MemoryJournal
-from .postgres import PostgresJournal as PostgresJournal
+from .postgres.fencing import JournalFenced as JournalFenced
+from .postgres.journal import PostgresJournal as PostgresJournal
 from .provider import JournalError as JournalError
 from .provider import JournalProvider as JournalProvider
 from .provider import OpenRun as OpenRun
@@ -16,5 +16,5 @@ from .rewind import RewindEngine as RewindEngine
 from .rewind_plan import RewindMode as RewindMode
 from .rewind_plan import RewindPlan as RewindPlan
 from .rewind_plan import RewindResult as RewindResult
-from .sqlite import SQLiteJournal as SQLiteJournal
-from .sqlite_schema import DamagedJournal as DamagedJournal
+from .sqlite.journal import SQLiteJournal as SQLiteJournal
+from .sqlite.schema import DamagedJournal as DamagedJournal

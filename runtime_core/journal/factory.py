@@ -8,7 +8,8 @@ from collections.abc import Callable
 from runtime_core.journal.config import DSN_VARIABLE, JournalConfig
 from runtime_core.journal.memory import InMemoryJournal
 from runtime_core.journal.provider import JournalError, JournalProvider
-from runtime_core.journal.sqlite import DamagedJournal, SQLiteJournal
+from runtime_core.journal.sqlite.journal import SQLiteJournal
+from runtime_core.journal.sqlite.schema import DamagedJournal
 
 
 def make_journal(config: JournalConfig,
@@ -17,7 +18,7 @@ def make_journal(config: JournalConfig,
         return InMemoryJournal()
     if config.backend == "postgres":
         # imported here: psycopg is loaded only by runtimes that journal to PostgreSQL
-        from runtime_core.journal.postgres import PostgresJournal
+        from runtime_core.journal.postgres.journal import PostgresJournal
 
         dsn = config.resolved_dsn()
         if not dsn:  # the config was valid, and the environment changed since

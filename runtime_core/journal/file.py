@@ -13,7 +13,7 @@ from typing import Any
 
 from runtime_core.journal.entry import JournalEntry
 from runtime_core.journal.provider import OpenRun, ReadFilter, StoredDeadLetter
-from runtime_core.journal.sqlite import SQLiteJournal
+from runtime_core.journal.sqlite.journal import SQLiteJournal
 
 FILE_NAME = "journal.db"
 

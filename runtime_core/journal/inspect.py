@@ -12,9 +12,9 @@ from pathlib import Path
 
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import JournalError, StoredDeadLetter
-from runtime_core.journal.sqlite_check import find_damage
-from runtime_core.journal.sqlite_queries import SELECT_ENTRIES
-from runtime_core.journal.sqlite_schema import SQLITE_HEADER, checksum
+from runtime_core.journal.sqlite.check import find_damage
+from runtime_core.journal.sqlite.queries import SELECT_ENTRIES
+from runtime_core.journal.sqlite.schema import SQLITE_HEADER, checksum
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:

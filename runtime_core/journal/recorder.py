@@ -183,10 +183,6 @@ class ProcessRecorder:
         else:
             self._submit(EntryType.MODEL_USAGE, data, run_id=run_id)
 
-    def forget_run(self, run_id: str) -> None:
-        """Drop what is held of a run that ends without a journaled end (never started)."""
-        self._held.pop(run_id, None)
-
     def model_turn(self, run_id: str, step: int, turn_index: int, turn: ModelTurn,
                    prompt: list[Message] | None = None) -> None:
         data: dict[str, Any] = {

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from runtime_core.agent.factory import build_model, build_tools
-from runtime_core.agent.mcp_config import check_server
-from runtime_core.agent.mcp_tools import McpToolbox
+from runtime_core.agent.mcp.config import check_server
+from runtime_core.agent.mcp.tools import McpToolbox
 from runtime_core.agent.model import Model
 from runtime_core.agent.tools import AgentTool
 from runtime_core.config import ProcessConfig

@@ -17,7 +17,7 @@ from runtime_core.events import (
 )
 from runtime_core.journal.factory import make_journal
 from runtime_core.journal.recorder import ProcessRecorder
-from runtime_core.journal.sqlite import DamagedJournal
+from runtime_core.journal.sqlite.schema import DamagedJournal
 from runtime_core.lifecycle import ProcessState as S
 from runtime_core.lifecycle import ProcessTransition
 from runtime_core.process.core import ProcessCore

@@ -23,8 +23,6 @@ from runtime_core.process.status import ProcessStatus
 from runtime_core.process.triggers import TriggerSet
 
 CHILD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
-META_TOOL_NAMES = ("list_triggers", "add_trigger", "remove_trigger", "spawn_process",
-                   "update_instructions")
 
 
 class OpenModeHost:

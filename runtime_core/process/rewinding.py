@@ -21,7 +21,7 @@ from runtime_core.process.journaling import ProcessJournal
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 from runtime_core.triggers.registry import trigger_id_for
-from runtime_core.triggers.webhook import WebhookTrigger
+from runtime_core.triggers.webhook.trigger import WebhookTrigger
 
 Transition = Callable[[str], Awaitable[None]]
 

@@ -16,7 +16,7 @@ from runtime_core.lifecycle import config_field
 from runtime_core.process.core import TriggerStatus
 from runtime_core.triggers.base import AcceptFn, AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
-from runtime_core.triggers.filters import EventFilter, compile_filter
+from runtime_core.triggers.filters.expression import EventFilter, compile_filter
 from runtime_core.triggers.registry import create_trigger, trigger_id_for
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ class VerificationRule(_Strict):
     @field_validator("passed")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        from runtime_core.triggers.filters import compile_filter  # it imports config
+        from runtime_core.triggers.filters.expression import compile_filter  # it imports config
 
         compile_filter(value, root="result")
         return value
@@ -193,7 +193,7 @@ class Verifier:
     """Turns a verification rule's read into a verification artifact linked to its action."""
 
     def __init__(self, rules: list[VerificationRule]) -> None:
-        from runtime_core.triggers.filters import compile_filter
+        from runtime_core.triggers.filters.expression import compile_filter
 
         self._rules = [(rule, compile_filter(rule.passed, root="result")) for rule in rules]
 

@@ -19,14 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_core.agent.elicit_form import ACTIONS, check_content
-from runtime_core.agent.mcp_asks import (
+from runtime_core.agent.mcp.asks import (
     Elicitation,
     ElicitationAnswer,
     Sampling,
     SamplingRefused,
     SamplingReply,
 )
+from runtime_core.agent.mcp.elicit_form import ACTIONS, check_content
 from runtime_core.agent.model import ModelRequest, ModelTurn
 from runtime_core.events import RunStep
 from runtime_core.governance.redaction import REDACTED, is_credential_name
@@ -91,7 +91,7 @@ def _journaled_content(content: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 class RunAsks:
-    """The process's :class:`~runtime_core.agent.mcp_asks.AskHandler`, set on every link."""
+    """The process's :class:`~runtime_core.agent.mcp.asks.AskHandler`, set on every link."""
 
     def __init__(self, services: RunServices, questions: Any,
                  find_run: Callable[[str], Run | None]) -> None:

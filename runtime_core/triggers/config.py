@@ -28,8 +28,8 @@ from runtime_core.triggers.custom import (
     custom_trigger_type,
     registered_trigger_types,
 )
-from runtime_core.triggers.filters import compile_filter
-from runtime_core.triggers.signatures.keys import SCHEME_NAMES, hmac_key
+from runtime_core.triggers.filters.expression import compile_filter
+from runtime_core.triggers.signing import SCHEME_NAMES, hmac_key
 
 HEALTH_PATH = "/health"  # the webhook server's own health check
 

@@ -41,7 +41,7 @@ def create_trigger(
         assert config.cron_expression is not None
         return CronTrigger(trigger_id, config.cron_expression, config.timezone, clock)
     if kind == "webhook":  # its web server loads with the first webhook trigger
-        from runtime_core.triggers.webhook import WebhookTrigger
+        from runtime_core.triggers.webhook.trigger import WebhookTrigger
 
         return WebhookTrigger(trigger_id, config)
     if kind == "file_watch":

@@ -13,11 +13,11 @@ import pytest
 
 from runtime_core import AgentRuntime, TriggerEvent
 from runtime_core.cluster import LeaseStore
-from runtime_core.cluster_host import ClusterHost
+from runtime_core.cluster.host import ClusterHost
 from runtime_core.control.cluster import ClusterControl
 from runtime_core.events import OwnershipChanged, RuntimeEvent
 from runtime_core.journal import JournalError
-from runtime_core.manifest import load_directory
+from runtime_core.manifest.loader import load_directory
 from runtime_core.process.process import AgentProcess
 from tests.conftest import wait_for
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from promptui.cli import app
 from runtime_core import AgentProcess, ProcessConfig, ToolContext, TriggerEvent
-from runtime_core.journal.sqlite import SQLiteJournal
+from runtime_core.journal.sqlite.journal import SQLiteJournal
 from tests.conftest import wait_for
 
 MODEL = {"provider": "scripted", "turns": [

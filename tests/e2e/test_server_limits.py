@@ -22,13 +22,13 @@ import httpx
 import pytest
 
 from runtime_core import AgentRuntime
-from runtime_core.triggers.http_limits import (
+from runtime_core.http.limits import (
     ENV_HEADER_TIMEOUT,
     ENV_MAX_CONNECTIONS,
     ServerLimits,
     default_max_connections,
 )
-from runtime_core.triggers.log_throttle import RepeatFilter
+from runtime_core.http.log_throttle import RepeatFilter
 from tests.e2e.test_cli_demo import promptui_command
 from tests.e2e.test_serve import poll
 from tests.served import TOKEN, served

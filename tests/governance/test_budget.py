@@ -20,7 +20,7 @@ from runtime_core import (
     TriggerEvent,
 )
 from runtime_core.journal import InMemoryJournal
-from runtime_core.manifest import ManifestError, parse_manifest
+from runtime_core.manifest.loader import ManifestError, parse_manifest
 from tests.conftest import wait_for
 
 CALLS: list[str] = []

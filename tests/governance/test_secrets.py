@@ -80,7 +80,7 @@ async def test_tools_without_secrets_configured_get_a_clear_error() -> None:
 
 
 def test_a_manifest_keeps_secret_references_unresolved_until_start() -> None:
-    from runtime_core.manifest import parse_manifest
+    from runtime_core.manifest.loader import parse_manifest
 
     manifest = parse_manifest(
         "name: a\nsecrets:\n  enabled: true\n  secrets: {api_key: '${SURELY_UNSET_SECRET_VAR}'}\n",

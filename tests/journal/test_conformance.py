@@ -889,7 +889,7 @@ async def test_sqlite_delivery_and_event_commit_in_one_transaction(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A commit that fails after its rows are written leaves neither the event nor its
     delivery: the index can never say "seen" for an event that is not in the journal."""
-    from runtime_core.journal import sqlite_commit
+    from runtime_core.journal.sqlite import commit as sqlite_commit
 
     j = SQLiteJournal(tmp_path / "j.db")
     await j.open()
@@ -934,8 +934,8 @@ async def test_sqlite_a_schema_1_journal_opens_and_gains_the_delivery_index(
         tmp_path: Path) -> None:
     """A journal written before the delivery index (schema 1) still opens, passes the start
     checks, keeps everything, and gets the new table by migration."""
-    from runtime_core.journal.sqlite_check import find_damage
-    from runtime_core.journal.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+    from runtime_core.journal.sqlite.check import find_damage
+    from runtime_core.journal.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 
     path = tmp_path / "old.db"
     with closing(sqlite3.connect(path)) as conn:  # exactly what version 1 created

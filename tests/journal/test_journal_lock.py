@@ -21,7 +21,7 @@ import pytest
 from runtime_core import AgentRuntime, ProcessConfig
 from runtime_core.control import offline
 from runtime_core.journal import JournalEntry, JournalError, ReadFilter, SQLiteJournal
-from runtime_core.journal.sqlite_lock import JournalLocked, lock_path, read_holder
+from runtime_core.journal.sqlite.lock import JournalLocked, lock_path, read_holder
 
 ROOT = Path(__file__).resolve().parents[2]
 SINCE = r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"

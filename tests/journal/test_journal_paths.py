@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runtime_core.journal import JournalEntry, JournalError, ReadFilter, SQLiteJournal
-from runtime_core.journal.sqlite_lock import JournalPathError
+from runtime_core.journal.sqlite.lock import JournalPathError
 
 AS_ROOT = os.geteuid() == 0
 needs_sys = pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux /sys")

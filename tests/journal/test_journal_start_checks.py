@@ -25,7 +25,7 @@ import pytest
 from runtime_core import AgentRuntime, ProcessConfig
 from runtime_core.control import offline
 from runtime_core.journal import DamagedJournal, JournalError, SQLiteJournal
-from runtime_core.journal.sqlite_check import find_damage
+from runtime_core.journal.sqlite.check import find_damage
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = 4096

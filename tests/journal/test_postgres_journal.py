@@ -28,10 +28,10 @@ from runtime_core.journal import (
     JournalError,
     PostgresJournal,
     ReadFilter,
-    postgres_writer,
 )
 from runtime_core.journal.factory import make_journal, preflight
-from runtime_core.journal.postgres_schema import SCHEMA_VERSION
+from runtime_core.journal.postgres import writer as postgres_writer
+from runtime_core.journal.postgres.schema import SCHEMA_VERSION
 from tests.conftest import wait_for
 from tests.pgserver import PgServer
 
@@ -179,7 +179,7 @@ async def test_a_commit_whose_answer_was_lost_is_not_written_twice(
 
 async def test_an_event_and_its_delivery_commit_in_one_transaction(
         journal: PostgresJournal, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runtime_core.journal import postgres_commit
+    from runtime_core.journal.postgres import commit as postgres_commit
 
     def fail(point: str) -> None:
         if point == "group_commit":

@@ -132,7 +132,7 @@ async def test_the_other_modes(mode: str) -> None:
 
 
 async def test_a_restart_after_a_rewind_recovers_the_rewound_state(tmp_path: Path) -> None:
-    from runtime_core.journal.sqlite import SQLiteJournal
+    from runtime_core.journal.sqlite.journal import SQLiteJournal
 
     journal = SQLiteJournal(tmp_path / "j.db")
     await journal.open()

@@ -25,9 +25,9 @@ import pytest
 
 from runtime_core.journal import SQLiteJournal
 from runtime_core.journal.provider import ReadFilter
-from runtime_core.journal.sqlite_check import find_damage
-from runtime_core.journal.sqlite_queries import read_sql
-from runtime_core.journal.sqlite_schema import SCHEMA_VERSION
+from runtime_core.journal.sqlite.check import find_damage
+from runtime_core.journal.sqlite.queries import read_sql
+from runtime_core.journal.sqlite.schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"

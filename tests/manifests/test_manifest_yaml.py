@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime_core.manifest import (
+from runtime_core.manifest.loader import (
     MAX_BYTES,
     MAX_DEPTH,
     MAX_NODES,
@@ -21,7 +21,7 @@ from runtime_core.manifest import (
     load_manifest,
     parse_manifest,
 )
-from runtime_core.manifest_yaml import LINE_BREAK
+from runtime_core.manifest.source import LINE_BREAK
 
 CORPUS = Path(__file__).resolve().parent / "malformed"
 

@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 from promptui.cli.manifests import TEMPLATES
 from runtime_core import AgentRuntime
-from runtime_core.manifest import ManifestError, load_directory, load_manifest, parse_manifest
+from runtime_core.manifest.loader import (
+    ManifestError,
+    load_directory,
+    load_manifest,
+    parse_manifest,
+)
 from tests.e2e.test_cli_demo import promptui_command
 
 DEMO = Path(__file__).resolve().parents[2] / "demo_manifests"

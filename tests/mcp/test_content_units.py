@@ -27,8 +27,8 @@ from runtime_core.agent.attachments import (
     message_attachments,
     without_bytes,
 )
-from runtime_core.agent.mcp_content import content_output, resource_output, result_text
-from runtime_core.agent.mcp_notices import LogGate
+from runtime_core.agent.mcp.content import content_output, resource_output, result_text
+from runtime_core.agent.mcp.notices import LogGate
 from runtime_core.agent.openai_compat import to_openai_messages
 from runtime_core.events import ToolProgress
 from runtime_core.journal.entry import EntryType, JournalEntry

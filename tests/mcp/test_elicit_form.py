@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from runtime_core.agent.mcp_asks import CALL_KEY_META, CallInFlight, ServerAsks
-from runtime_core.agent.mcp_tools import IDEMPOTENCY_META
+from runtime_core.agent.mcp.asks import CALL_KEY_META, CallInFlight, ServerAsks
+from runtime_core.agent.mcp.tools import IDEMPOTENCY_META
 from runtime_core.control import FormError, check_content, form_fields, parse_value
 
 SCHEMA: dict[str, Any] = {

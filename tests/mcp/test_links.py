@@ -14,10 +14,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from runtime_core.agent.mcp_config import HttpServerConfig, StdioServerConfig
-from runtime_core.agent.mcp_link import McpServerError, McpServerLink
-from runtime_core.agent.mcp_probe import ProbedClient, probing
-from runtime_core.agent.mcp_reconnect import Backoff, LinkStatus
+from runtime_core.agent.mcp.config import HttpServerConfig, StdioServerConfig
+from runtime_core.agent.mcp.link import McpServerError, McpServerLink
+from runtime_core.agent.mcp.probe import ProbedClient, probing
+from runtime_core.agent.mcp.reconnect import Backoff, LinkStatus
 from runtime_core.agent.tools import OutcomeUnknown
 from tests.conftest import wait_for
 from tests.mcp.conftest import FLAKY_SERVER, HttpServer, flaky_env, lines

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
-from runtime_core.agent import mcp_notices
-from runtime_core.agent.mcp_tools import probe_servers
+from runtime_core.agent.mcp import notices as mcp_notices
+from runtime_core.agent.mcp.tools import probe_servers
 from runtime_core.events import McpServerLog, RuntimeEvent, ToolProgress
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType

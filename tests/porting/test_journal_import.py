@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from runtime_core import AgentProcess, ProcessConfig, ToolContext, tool
 from runtime_core.journal import EntryType, JournalEntry, ReadFilter, SQLiteJournal
-from runtime_core.journal.import_reference import (
+from runtime_core.journal.reference.importer import (
     NothingToImport,
     import_reference,
     prepare_import,
 )
-from runtime_core.journal.reference_reader import read_reference
+from runtime_core.journal.reference.reader import read_reference
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import yaml
 
 from runtime_core import AgentRuntime, ProcessConfig
 from runtime_core.control import ControlError, LocalControl, RemoteControl
-from runtime_core.manifest import parse_manifest
+from runtime_core.manifest.loader import parse_manifest
 from tests.served import TOKEN, served
 
 SECRET = "a-scoped-secret-value-0042"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime_core.manifest import ManifestError, load_manifest
+from runtime_core.manifest.loader import ManifestError, load_manifest
 from runtime_core.triggers.custom import unregister_trigger_type
 
 

@@ -23,7 +23,7 @@ from runtime_core import (
     save_manifest,
     unregister_trigger_type,
 )
-from runtime_core.manifest import load_manifest, manifest_text, parse_manifest
+from runtime_core.manifest.loader import load_manifest, manifest_text, parse_manifest
 
 SECRET = "whsec-value-never-written-0123456789"
 TOKEN = "literal-token-never-written-9876"

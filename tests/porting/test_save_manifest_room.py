@@ -11,7 +11,7 @@ from textual.widgets import Input
 from promptui.screens.detail import ProcessDetailScreen
 from promptui.screens.dialogs import AskDialog, ConfirmDialog
 from runtime_core import AgentRuntime, ProcessConfig
-from runtime_core.manifest import load_manifest
+from runtime_core.manifest.loader import load_manifest
 from tests.tui.conftest import until
 from tests.tui.test_detail import make_app, notes, open_detail, running
 

@@ -148,7 +148,7 @@ async def test_no_answer_within_the_timeout(api: FakeAnthropic) -> None:
 
 
 def test_the_string_and_mapping_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runtime_core.manifest import ManifestError, load_manifest
+    from runtime_core.manifest.loader import ManifestError, load_manifest
 
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://proxy.local:8080/v1")
     model = build_model("anthropic:claude-x")

@@ -25,7 +25,7 @@ from runtime_core.incidents import (
 )
 from runtime_core.journal import EntryType, ReadFilter
 from runtime_core.journal.summary import summarize
-from runtime_core.manifest import ManifestError, parse_manifest
+from runtime_core.manifest.loader import ManifestError, parse_manifest
 from tests.conftest import record, wait_for
 
 INCIDENTS = {"fingerprint": "payload.alert",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from runtime_core import AgentProcess, ProcessConfig, ToolContext, TriggerEvent
-from runtime_core.agent.mcp_link import McpServerError
+from runtime_core.agent.mcp.link import McpServerError
 from runtime_core.control import LocalControl, shown_config
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType

@@ -30,7 +30,7 @@ from runtime_core.agent.tools import ToolError
 from runtime_core.control import LocalControl
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
-from runtime_core.manifest import ManifestError, parse_manifest
+from runtime_core.manifest.loader import ManifestError, parse_manifest
 from runtime_core.memory import (
     InMemoryMemory,
     MemoryConfig,

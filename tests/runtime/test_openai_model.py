@@ -149,7 +149,7 @@ def test_model_strings_are_checked() -> None:
 
 async def test_the_mapping_form_from_a_manifest(server: FakeServer, tmp_path: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from runtime_core.manifest import load_manifest
+    from runtime_core.manifest.loader import load_manifest
 
     monkeypatch.setenv("LOCAL_LLM_KEY", "local-key")
     manifest = tmp_path / "local.agent"
@@ -170,7 +170,7 @@ async def test_the_mapping_form_from_a_manifest(server: FakeServer, tmp_path: An
 
 
 def test_a_bad_model_mapping_names_the_key(tmp_path: Any) -> None:
-    from runtime_core.manifest import ManifestError, load_manifest
+    from runtime_core.manifest.loader import ManifestError, load_manifest
 
     manifest = tmp_path / "bad.agent"
     manifest.write_text("version: '1.0'\nname: bad\nmodel:\n  provider: openai\n"

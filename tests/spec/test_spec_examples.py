@@ -796,7 +796,7 @@ def test_health_manifest_example(tmp_path: Path) -> None:
     """behavioral-health.md, "Or in a .agent manifest": ``name: pipeline-monitor`` /
     ``health: ...``. It loads; an unknown key under health: is rejected in a manifest; in
     Python, HealthConfig ignores it with a FutureWarning."""
-    from runtime_core.manifest import ManifestError, load_manifest
+    from runtime_core.manifest.loader import ManifestError, load_manifest
 
     path = tmp_path / "pipeline-monitor.agent"
     path.write_text(HEALTH_MANIFEST, encoding="utf-8")

@@ -66,7 +66,7 @@ def only_error(results: dict[str, Any], case: str) -> dict[str, Any]:
 
 #: The trigger machinery: none of it is needed to validate a config, before or after.
 MACHINERY = ("runtime_core.triggers.registry", "runtime_core.triggers.builtin",
-             "runtime_core.triggers.webhook", "runtime_core.triggers.file_watch")
+             "runtime_core.triggers.webhook.trigger", "runtime_core.triggers.file_watch")
 
 
 def test_validation_needs_no_trigger_machinery(results: dict[str, Any]) -> None:

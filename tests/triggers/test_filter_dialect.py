@@ -11,7 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime_core.triggers.base import TriggerEvent
-from runtime_core.triggers.filters import EventFilter, FilterExpressionError, compile_filter
+from runtime_core.triggers.filters.expression import (
+    EventFilter,
+    FilterExpressionError,
+    compile_filter,
+)
 
 PR = {"action": "opened", "number": 7, "title": "  Fix: crash on start  ", "labels": ["bug"],
       "draft": None, "merged": False, "count": "42", "ratio": "0.75", "branch": "release/1.2",

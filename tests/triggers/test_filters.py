@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from runtime_core.config import TriggerConfig
 from runtime_core.triggers.base import TriggerEvent
-from runtime_core.triggers.filters import (
+from runtime_core.triggers.filters.expression import (
     MAX_LENGTH,
     MAX_NODES,
     EventFilter,

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from runtime_core.config import TriggerConfig
 from runtime_core.triggers.base import AcceptResult, PushTrigger, TriggerEvent
-from runtime_core.triggers.webhook import WebhookTrigger
+from runtime_core.triggers.webhook.trigger import WebhookTrigger
 
 SECRET = "s3cr3t-webhook-key"
 
@@ -159,7 +159,7 @@ async def test_accept_raising_is_500_and_logged(
     accept = FakeAccept()
     accept.error = RuntimeError("journal exploded")
     trigger = await make_trigger(accept=accept)
-    with caplog.at_level(logging.ERROR, logger="runtime_core.triggers.webhook"):
+    with caplog.at_level(logging.ERROR, logger="runtime_core.triggers.webhook.trigger"):
         async with client_for(trigger) as client:
             response = await client.post("/events", json={})
     assert response.status_code == 500
@@ -369,7 +369,7 @@ async def test_health_path_is_reserved() -> None:
 async def test_status_counts_and_never_shows_the_secret(
         make_trigger: MakeTrigger, caplog: pytest.LogCaptureFixture) -> None:
     accept = FakeAccept()
-    caplog.set_level(logging.DEBUG, logger="runtime_core.triggers.webhook")
+    caplog.set_level(logging.DEBUG, logger="runtime_core.triggers.webhook.trigger")
     trigger = await make_trigger("/events", accept=accept, hmac_secret=SECRET,
                                  trigger_id="webhook-s")
     body = b"hi"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runtime_core.manifest import ManifestError, parse_manifest
+from runtime_core.manifest.loader import ManifestError, parse_manifest
 from runtime_core.triggers.config import TRIGGER_FIELDS, TriggerConfig
 from runtime_core.triggers.registry import trigger_id_for
 

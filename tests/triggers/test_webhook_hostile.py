@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from runtime_core import AgentProcess, ProcessConfig
 from runtime_core.agent.model import ModelRequest, ModelTurn
+from runtime_core.http.origin import refusal
 from runtime_core.journal import EntryType, ReadFilter, SQLiteJournal
-from runtime_core.triggers.http_origin import refusal
-from runtime_core.triggers.webhook import _source_allowed
+from runtime_core.triggers.webhook.trigger import _source_allowed
 from tests.conftest import wait_for
 from tests.triggers.test_webhook import free_port, raw_status_line
 from tests.triggers.webhook_kit import FakeAccept, github, serving, slack

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from runtime_core.config import TriggerConfig
-from runtime_core.triggers.webhook import WebhookTrigger
+from runtime_core.triggers.webhook.trigger import WebhookTrigger
 from tests.triggers.test_webhook import free_port
 from tests.triggers.webhook_kit import FakeAccept, github
 

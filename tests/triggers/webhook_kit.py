@@ -16,7 +16,7 @@ import httpx
 
 from runtime_core.config import TriggerConfig
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
-from runtime_core.triggers.webhook import WebhookTrigger
+from runtime_core.triggers.webhook.trigger import WebhookTrigger
 
 
 class FakeAccept:

@@ -5,7 +5,7 @@ best matches for its event. close() closes it; the next start opens a new one.""
 from __future__ import annotations
 
 from runtime_core.agent.tools import AgentTool
-from runtime_core.journal.sqlite import SQLiteJournal
+from runtime_core.journal.sqlite.journal import SQLiteJournal
 from runtime_core.memory.factory import memory_status, open_memory
 from runtime_core.memory.inject import MemoryInjector
 from runtime_core.memory.provider import MemoryProvider

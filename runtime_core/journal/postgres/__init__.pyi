@@ -1,0 +1,2 @@
+from .fencing import JournalFenced as JournalFenced
+from .journal import PostgresJournal as PostgresJournal

@@ -1,0 +1,259 @@
+"""Checking a journal file before a runtime writes to it, and what to do about damage.
+
+A start reads the last checkpoint, the entries after it, every open run's entries, the queued
+events and the indexes that point at them. A flipped byte in any of those can make recovery
+forget that a run is waiting on a write whose outcome is unknown, and run that write again. So
+before anything starts: SQLite's ``quick_check`` (the structure of the tables a start reads
+whole), then for each process, from its last checkpoint (or its oldest open run, or the entry
+that queued its oldest pending event) on: every entry's checksum, the seq chain and the head,
+and the indexes a start finds those entries by (the open runs, the run index, the entry type
+index for the checkpoint, the queue), which ``quick_check`` does not compare with their tables.
+History older than that is not read here, nor by ``quick_check`` (it checks every table but the
+entries): that would cost the journal's length (``promptui journal verify`` reads all of it,
+with SQLite's full ``integrity_check``).
+
+What happens then (``recover_on_start``):
+
+- a file that is not a journal at all (bad header, not SQLite, no or a newer schema): moved
+  aside and a fresh journal started (``strict``: refused, the file untouched);
+- a journal that is damaged where recovery reads it: refused, the file untouched, with how to
+  proceed (``false``: moved aside and a fresh journal started, nothing is recovered anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from runtime_core.journal.entry import EntryType
+from runtime_core.journal.provider import IndexRules
+from runtime_core.journal.sqlite.schema import (
+    TYPE_INDEXED,
+    DamagedJournal,
+    check_readable,
+    checksum,
+    move_aside,
+)
+
+MAX_PROBLEMS = 20
+_OPEN_STATES = ("running", "waiting")
+
+
+def refuse_advice(path: Path) -> str:
+    return (f"it was not opened and the file is untouched: see the damage with 'promptui "
+            f"journal verify -j {path}', then move the file aside by hand to start fresh, or "
+            "start knowingly with recover_on_start: false (the file is moved aside and nothing "
+            "is recovered); a run waiting on a write outcome stays in the old file, to "
+            "reconcile by hand")
+
+
+def strict_advice() -> str:
+    return ("recover_on_start is strict, so it was not opened and the file is untouched: "
+            "move it aside by hand to start fresh, or set recover_on_start: true to have it "
+            "moved aside")
+
+
+def take_file(path: Path, *, strict: bool, recover: bool, act: bool) -> DamagedJournal | None:
+    """Check the journal at ``path`` (its writer's lock held). Raises DamagedJournal when the
+    start must refuse; returns the damage it moved aside (``act``; without ``act`` nothing
+    is moved and the damage that would be is returned), or None for a sound file."""
+    unreadable = check_readable(path)
+    if unreadable is not None:
+        if strict:
+            raise DamagedJournal(path, unreadable, advice=strict_advice())
+        return DamagedJournal(path, unreadable, move_aside(path) if act else None)
+    problems = find_damage(path)
+    if not problems:
+        return None
+    reason = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+    if strict or recover:
+        raise DamagedJournal(path, reason, readable=True, advice=refuse_advice(path))
+    return DamagedJournal(path, reason, move_aside(path) if act else None, readable=True)
+
+
+def find_damage(path: Path) -> list[str]:
+    """What is wrong where a start reads ``path`` (a readable SQLite journal); [] if nothing.
+    Each problem names the entry, run or event where it is."""
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        return _problems(conn)[:MAX_PROBLEMS]
+    except sqlite3.DatabaseError as exc:
+        return [f"SQLite cannot read it: {exc}"]
+    except (ValueError, TypeError, OverflowError) as exc:  # a flipped type byte: text for a seq
+        return [f"a value in it has the wrong type ({exc})"]
+    finally:
+        conn.close()
+
+
+def _structure(conn: sqlite3.Connection) -> list[str]:
+    """SQLite's quick_check of every table but ``entries``, and of their indexes: what a start
+    reads whole. The history is most of the file and a start reads only its tail, so checking
+    all of it would make every start cost the journal's length (about 1 ms a megabyte); the
+    pages of the tail are checked as the scans below read them (``cell_size_check``)."""
+    tables = [str(row[0]) for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'entries'")]
+    for table in tables:
+        found = [row[0] for row in conn.execute(f'PRAGMA quick_check("{table}")')]
+        if found != ["ok"]:
+            said = " ".join(" ".join(map(str, found[:3]))
+                            .replace("*** in database main ***", "").split())  # one line
+            return [f"SQLite's quick_check failed: {said}"]
+    return []
+
+
+def _last_seqs(conn: sqlite3.Connection) -> dict[str, int]:
+    """Each process's last entry, one index seek per process (a GROUP BY reads the whole
+    (process, seq) index)."""
+    last: dict[str, int] = {}
+    process = conn.execute("SELECT MIN(process) FROM entries").fetchone()[0]
+    while process is not None:
+        last[str(process)] = int(conn.execute(
+            "SELECT MAX(seq) FROM entries WHERE process = ?", (process,)).fetchone()[0])
+        process = conn.execute("SELECT MIN(process) FROM entries WHERE process > ?",
+                               (process,)).fetchone()[0]
+    return last
+
+
+def _problems(conn: sqlite3.Connection) -> list[str]:
+    conn.execute("PRAGMA cell_size_check = ON")  # each page the scans read, parsed strictly
+    structure = _structure(conn)
+    if structure:  # past a broken structure no table can be trusted
+        return structure
+    heads = {str(p): int(s) for p, s in conn.execute("SELECT process, last_seq FROM heads")}
+    last = _last_seqs(conn)
+    runs = {str(row[0]) for row in conn.execute("SELECT DISTINCT process FROM open_runs")}
+    problems: list[str] = []
+    pids: set[int] = set()
+    for process in sorted(set(heads) | set(last) | runs):
+        head, top = heads.get(process), last.get(process, 0)
+        if head != top:  # the same words as 'promptui journal verify'
+            said = "no head" if head is None else f"the head says seq {head}"
+            problems.append(f"process {process!r}: {said} but the last entry is seq {top}")
+        problems += _check_process(conn, process, pids)
+        problems += _check_pending(conn, process)
+        if len(problems) >= MAX_PROBLEMS:
+            return problems
+    known = {int(row[0]) for row in conn.execute("SELECT pid FROM incarnations")}
+    for pid in sorted(pids - known):  # the entry SELECT joins incarnations: they would vanish
+        problems.append(f"entries name incarnation {pid}, which the journal does not have")
+    return problems
+
+
+def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> list[str]:
+    """The entries a start reads for ``process``, and the indexes it finds them by (SQLite's
+    quick_check does not compare an index with its table: a run's entry missing from the run
+    index would hide its write intent, and the write would run again)."""
+    problems: list[str] = []
+    row = conn.execute("SELECT MAX(seq) FROM entries WHERE process = ? AND entry_type = ? "
+                       f"AND {TYPE_INDEXED}", (process, EntryType.CHECKPOINT)).fetchone()
+    checkpoint = int(row[0]) if row and row[0] is not None else 0
+    indexed = {str(r[0]): (str(r[1]), str(r[2]), r[3]) for r in conn.execute(
+        "SELECT run_id, event_id, state, started_seq FROM open_runs WHERE process = ?",
+        (process,))}
+    # From the oldest thing a start still depends on: the last checkpoint, an open run's
+    # start, or the entry that queued a pending event (its order key holds that entry's seq):
+    # a run of a queued event that is missing from the open runs index would run again.
+    starts = [s for _, _, s in indexed.values() if isinstance(s, int)]
+    starts += [o // IndexRules.ORD_SCALE for (o,) in conn.execute(
+        "SELECT ord FROM pending WHERE process = ?", (process,)) if isinstance(o, int)]
+    start = min([checkpoint or 1, *(s for s in starts if s >= 1)])
+    expected, seen_checkpoint = start, 0
+    started: dict[str, tuple[int, str]] = {}  # run_id -> (seq, event_id)
+    unfinished: set[str] = set()
+    rows_of: dict[str, dict[int, int]] = {}  # run_id -> {row id: seq}, as the table has it
+    for rowid, seq, entry_type, run_id, data, crc, pid in conn.execute(
+            "SELECT id, seq, entry_type, run_id, data, crc, pid FROM entries "
+            "INDEXED BY sqlite_autoindex_entries_1 "  # the one a start's reads go through
+            "WHERE process = ? AND seq >= ? ORDER BY seq", (process, start)):
+        where = f"{process}:{seq}"
+        if seq != expected:
+            problems.append(f"process {process!r}: the seq chain breaks at entry {where} "
+                            f"(expected seq {expected})")
+        expected = seq + 1
+        pids.add(int(pid))
+        if not isinstance(data, str) or checksum(data) != crc:
+            problems.append(f"entry {where} ({entry_type}) is corrupt: checksum mismatch")
+            continue
+        if run_id is not None:
+            rows_of.setdefault(str(run_id), {})[int(rowid)] = int(seq)
+        if entry_type == EntryType.CHECKPOINT:
+            seen_checkpoint = seq
+        elif entry_type == EntryType.RUN_STARTED and run_id:
+            started[run_id] = (seq, str(_field(data, "event_id")))
+            unfinished.add(run_id)
+        elif entry_type == EntryType.RUN_FINISHED and run_id:
+            unfinished.discard(run_id)
+    if expected == start and start > 1:
+        problems.append(f"entry {process}:{start} (where recovery of {process!r} starts) is "
+                        "missing")
+    if seen_checkpoint != checkpoint:
+        problems.append(f"the entry type index says the last checkpoint of {process!r} is "
+                        f"entry {process}:{checkpoint}, the entries say {process}:"
+                        f"{seen_checkpoint}")
+    for run_id in sorted(unfinished | set(indexed)):
+        # What recovery reads of the run (its process's entries by the run index), from where
+        # the scan above started: a fork's copies or an older use of the id are not damage.
+        found = {int(r[0]) for r in conn.execute(
+            "SELECT id FROM entries INDEXED BY entries_by_run WHERE run_id = ? AND process = ? "
+            "AND seq >= ?", (run_id, process, start))}
+        table = rows_of.get(run_id, {})
+        missed = ", ".join(f"{process}:{table[i]}" for i in sorted(set(table) - found))
+        if missed:
+            problems.append(f"the run index misses entries of run {run_id} of {process!r}: "
+                            f"recovery would not read {missed}")
+        if found - set(table):
+            problems.append(f"the run index gives run {run_id} of {process!r} "
+                            f"{len(found - set(table))} entries that are not its own")
+    return problems + _check_open_runs(process, indexed, started, unfinished)
+
+
+def _check_open_runs(process: str, indexed: dict[str, tuple[str, str, object]],
+                     started: dict[str, tuple[int, str]], unfinished: set[str]) -> list[str]:
+    """The open runs index against the runs the entries leave unfinished."""
+    problems = []
+    for run_id in sorted(unfinished - set(indexed)):
+        problems.append(f"run {run_id} of {process!r} (started at entry "
+                        f"{process}:{started[run_id][0]}) is unfinished but not in the open "
+                        "runs index")
+    for run_id, (event_id, state, started_seq) in sorted(indexed.items()):
+        if state not in _OPEN_STATES:
+            problems.append(f"open run {run_id} of {process!r} has an unknown state {state!r}")
+        if run_id not in started:
+            problems.append(f"open run {run_id} of {process!r} has no run_started entry (the "
+                            f"index says {process}:{started_seq})")
+        elif started[run_id] != (started_seq, event_id):
+            problems.append(f"open run {run_id} of {process!r} does not match its run_started "
+                            f"entry {process}:{started[run_id][0]}")
+        elif run_id not in unfinished:
+            problems.append(f"open run {run_id} of {process!r} is finished in the entries but "
+                            "still in the open runs index")
+    return problems
+
+
+def _field(data: object, key: str) -> object:
+    try:
+        value = json.loads(data)  # type: ignore[arg-type]  # damage may leave any type
+    except (ValueError, TypeError):
+        return None
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _check_pending(conn: sqlite3.Connection, process: str) -> list[str]:
+    """The queued events a start re-queues: readable, and the same read by the process's key
+    (what recovery reads) as in a scan of the whole table."""
+    problems = []
+    table = {}
+    for event_id, event in conn.execute(
+            "SELECT event_id, event FROM pending NOT INDEXED WHERE process = ?", (process,)):
+        table[event_id] = event
+        if _field(event, "event_id") != event_id:
+            problems.append(f"queued event {event_id} of {process!r} cannot be read")
+    ordered = [r[0] for r in conn.execute(
+        "SELECT event_id FROM pending WHERE process = ? ORDER BY ord", (process,))]
+    if sorted(map(str, ordered)) != sorted(map(str, table)):
+        problems.append(f"the queue index of {process!r} does not match its queued events: "
+                        f"recovery would re-queue {len(ordered)} of {len(table)}")
+    return problems

@@ -1,0 +1,231 @@
+"""SQLite journal: WAL, synchronous=FULL, one writer thread that group-commits.
+
+Every ``submit`` goes onto one queue. The writer thread (``writer``) takes everything queued,
+writes it in one ``BEGIN IMMEDIATE ... COMMIT``, and only then releases the callers, so an
+acknowledged entry is on disk and throughput grows with the number of producers instead of
+paying one fsync each. Reads use a second connection and never wait for the writer.
+
+This module is the provider: connections, seqs and the reads. The file format (tables,
+migrations, damage) is in ``schema``, one commit's SQL in ``commit``, the writer thread in
+``writer`` and the read SQL in ``queries``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.faults import FaultState
+from runtime_core.journal.provider import (
+    IndexRules,
+    JournalError,
+    to_json,
+)
+from runtime_core.journal.sql_reads import SqlReads
+from runtime_core.journal.sqlite.check import take_file
+from runtime_core.journal.sqlite.commit import PendingAppend
+from runtime_core.journal.sqlite.lock import JournalLock, check_path
+from runtime_core.journal.sqlite.queries import SELECT_ENTRIES, read_sql, row_to_entry
+from runtime_core.journal.sqlite.schema import (
+    DamagedJournal,
+    connect_reader,
+    connect_writer,
+)
+from runtime_core.journal.sqlite.writer import FLUSH, WriterThread
+
+log = logging.getLogger(__name__)
+
+
+def _acceptance_first(item: PendingAppend) -> int:
+    # Waking an event's sender before the rest lets it submit its next event before the
+    # writer takes its next batch (the tasks a settle wakes run in the order woken).
+    return 0 if getattr(item[0], "entry_type", None) == EntryType.EVENT_ACCEPTED else 1
+
+
+class SQLiteJournal(SqlReads):
+    SELECT_ENTRIES = SELECT_ENTRIES
+    read_sql = staticmethod(read_sql)
+    row_to_entry = staticmethod(row_to_entry)
+
+    def __init__(
+        self,
+        path: str | Path = ".promptui/journal.db",
+        *,
+        strict: bool = False,
+        recover: bool = True,
+        busy_timeout_ms: int = 10_000,
+        max_batch: int = 5_000,
+        on_damage: Callable[[DamagedJournal], None] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.strict = strict  # any damage refuses the start (recover_on_start: strict)
+        self.recover = recover  # its processes recover from it: damage they read refuses
+        self.busy_timeout_ms = busy_timeout_ms
+        self.max_batch = max_batch
+        self.on_damage = on_damage
+        self.damage: DamagedJournal | None = None
+        self._writer: WriterThread | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._lock = JournalLock(self.path)  # held while open: one writer per file
+        self._heads: dict[str, int] = {}
+        self._error: BaseException | None = None
+        self.faults = FaultState(str(self.path))  # degraded while a commit cannot be made
+        self._closed = False
+        self.batches = 0
+        self.committed = 0
+
+    # -- opening ----------------------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self._writer is not None and not self._closed
+
+    async def open(self) -> None:
+        """Open (or reopen after close); a no-op when already open. Refuses (a JournalError
+        naming the path and what to do) a path that cannot hold a journal, a journal another
+        runtime holds, and one damaged where recovery reads it; see ``check``."""
+        if self.is_open:
+            return
+        self._closed = False
+        self._error = None
+        damage = await asyncio.to_thread(self._take, True)
+        if damage is not None:
+            self.damage = damage
+            log.critical("%s; starting a fresh journal", damage)
+            if self.on_damage is not None:
+                self.on_damage(damage)
+        try:
+            await self._connect()
+        except BaseException:
+            await self._disconnect()
+            self._lock.release()
+            raise
+
+    def preflight(self) -> None:
+        """Raise now what open() would refuse, opening nothing (a command fails before it
+        starts anything); a file open() would move aside is left for it to move and report."""
+        if not self.is_open:
+            self._take(False)
+            self._lock.release()
+
+    def _take(self, act: bool) -> DamagedJournal | None:
+        check_path(self.path)
+        self._lock.acquire()
+        try:
+            return take_file(self.path, strict=self.strict, recover=self.recover, act=act)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    async def _connect(self) -> None:
+        conn = await asyncio.to_thread(connect_writer, self.path, self.busy_timeout_ms)
+        try:
+            self._heads = {row[0]: int(row[1]) for row in conn.execute(
+                "SELECT process, last_seq FROM heads")}
+            pids = {row[0]: int(row[1]) for row in conn.execute(
+                "SELECT process_id, pid FROM incarnations")}
+        except BaseException:
+            conn.close()
+            raise
+        self._writer = WriterThread(conn, pids, path=self.path,
+                                    loop=asyncio.get_running_loop(), settle=self._settle,
+                                    on_fault=self._on_fault, max_batch=self.max_batch)
+        self._reader = await connect_reader(self.path, self.busy_timeout_ms)
+
+    # -- writing ---------------------------------------------------------------------------------
+    def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:
+        """Queue ``entry`` (its seq is assigned now) and return a future that resolves once it is
+        committed. Entries commit in the order they were submitted."""
+        writer = self._writer
+        if self._closed or writer is None:
+            raise JournalError(f"journal {self.path} is not open")
+        if self._error is not None:
+            raise JournalError(f"journal {self.path} failed earlier: {self._error}")
+        data = to_json(entry.data, f"{entry.entry_type} entry data")
+        attached = None if attachment is None else to_json(attachment, "entry attachment")
+        effects = IndexRules.effects(entry, attachment)  # refuses a bad entry before its seq
+        seq = self._heads.get(entry.process, 0) + 1
+        self._heads[entry.process] = seq
+        entry.seq = seq
+        future: asyncio.Future[None] = writer.loop.create_future()
+        writer.put((entry, data, attached, future, effects))
+        return self._submitted(future)
+
+    async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
+        """Append ``entry`` and return once it is durable."""
+        await self.submit(entry, attachment=attachment)
+        return entry
+
+    async def flush(self) -> None:
+        writer = self._writer
+        if writer is None or self._closed:
+            return
+        if self._error is not None:
+            raise JournalError(f"journal {self.path} failed earlier: {self._error}")
+        future: asyncio.Future[None] = writer.loop.create_future()
+        writer.put((FLUSH, "", None, future, []))
+        await future
+
+    def _settle(self, batch: list[PendingAppend], error: BaseException | None) -> None:
+        """On the loop: release a committed batch's callers, or fail them (never acknowledged);
+        after a failure every later append fails loudly too."""
+        if error is None:
+            self.batches += 1
+            self.committed += sum(1 for item in batch if item[0] is not FLUSH)
+            for item in sorted(batch, key=_acceptance_first):
+                if not item[3].done():
+                    item[3].set_result(None)
+            return
+        if self._error is None:
+            self._error = error
+            log.critical("journal %s: write failed: %s", self.path, error)
+        for item in batch:
+            future = item[3]
+            if not future.done():
+                future.set_exception(JournalError(f"journal write failed: {error}"))
+                future.exception()  # mark retrieved: fire-and-forget callers may not look
+
+    def _on_fault(self, error: BaseException | None) -> None:
+        if error is None:
+            self.faults.written()
+        else:
+            self.faults.failed(error)
+
+    @property
+    def fault(self) -> str | None:
+        """Why the journal cannot be written now (degraded), or None."""
+        return self.faults.reason
+
+    # -- reading ---------------------------------------------------------------------------------
+    async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        if self._reader is None:
+            raise JournalError(f"journal {self.path} is not open")
+        await self._caught_up()
+        try:
+            return list(await self._reader.execute_fetchall(sql, params))
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"journal {self.path}: read failed: {exc}") from exc
+
+    # -- closing ---------------------------------------------------------------------------------
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        writer = self._writer
+        if writer is not None:
+            writer.stop()  # commits what is queued, then closes its connection
+            await asyncio.shield(writer.done)
+        await self._disconnect()
+        self._writer = None
+        self._lock.release()  # last: the next writer finds the file closed (WAL folded in)
+
+    async def _disconnect(self) -> None:
+        if self._reader is not None:
+            await self._reader.close()
+        self._reader = None

@@ -1,0 +1,221 @@
+"""The SQLite journal's file: its tables and migrations, entry checksums, and telling a usable
+file from a damaged one (which is moved aside, never deleted).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runtime_core.journal.provider import JournalError
+from runtime_core.journal.sqlite.lock import ELSEWHERE
+
+if TYPE_CHECKING:  # only a type here: reading a journal file read-only needs no aiosqlite
+    import aiosqlite
+
+SCHEMA_VERSION = 3
+SQLITE_HEADER = b"SQLite format 3\x00"
+#: The entry types the entry type index holds (schema 3 on): the rare ones whose last entry a
+#: start, a rewind or a status looks up. A query for one of them must say this very term too,
+#: or SQLite cannot tell that the partial index covers it (``queries`` does).
+#: Schema 3's index: a later change to this list is a new migration, not an edit.
+TYPES_INDEXED = ("state_transition", "profile", "config_changed", "dead_letters_cleared",
+                 "restart", "restart_exhausted", "checkpoint", "recovered",
+                 "instructions_updated", "rewind", "forked", "imported", "incident", "shutdown")
+TYPE_INDEXED = "entry_type IN (" + ", ".join(f"'{t}'" for t in TYPES_INDEXED) + ")"
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE entries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            process TEXT NOT NULL,
+            pid INTEGER NOT NULL REFERENCES incarnations (pid),
+            seq INTEGER NOT NULL,
+            ts REAL NOT NULL,
+            entry_type TEXT NOT NULL,
+            run_id TEXT,
+            data TEXT NOT NULL,
+            crc INTEGER NOT NULL,
+            UNIQUE (process, seq)
+        )""",
+        "CREATE INDEX entries_by_type ON entries (process, entry_type, seq)",
+        "CREATE INDEX entries_by_run ON entries (run_id) WHERE run_id IS NOT NULL",
+        "CREATE TABLE incarnations (pid INTEGER PRIMARY KEY, process_id TEXT NOT NULL UNIQUE)",
+        "CREATE TABLE heads (process TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)",
+        """CREATE TABLE pending (
+            process TEXT NOT NULL, event_id TEXT NOT NULL, ord INTEGER NOT NULL,
+            event TEXT NOT NULL, PRIMARY KEY (process, event_id))""",
+        "CREATE INDEX pending_order ON pending (process, ord)",
+        """CREATE TABLE dead_letters (
+            process TEXT NOT NULL, event_id TEXT NOT NULL, ord INTEGER NOT NULL,
+            event TEXT NOT NULL, reason TEXT NOT NULL, error TEXT NOT NULL,
+            attempts INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY (process, event_id))""",
+        "CREATE INDEX dead_order ON dead_letters (process, ord)",
+        """CREATE TABLE open_runs (
+            process TEXT NOT NULL, run_id TEXT NOT NULL, event_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL, state TEXT NOT NULL, started_seq INTEGER NOT NULL,
+            PRIMARY KEY (process, run_id))""",
+    ],
+    # 2: the delivery index (provider.py); a version 1 file gains the empty table on open
+    2: [
+        """CREATE TABLE deliveries (
+            process TEXT NOT NULL, delivery_key TEXT NOT NULL, event_id TEXT NOT NULL,
+            at REAL NOT NULL, PRIMARY KEY (process, delivery_key))""",
+        "CREATE INDEX deliveries_by_age ON deliveries (process, at)",
+    ],
+    # 3: fewer pages per commit (each one a WAL frame in the fsync). Entries lose AUTOINCREMENT
+    # (its counter page; ids stay increasing: nothing is ever deleted); the entry type index
+    # keeps only the rare types a start or a rewind looks up the last of (every event's
+    # acceptance and run end no longer add two index rows); the queue is one B-tree keyed by
+    # event, read in its order by a sort (it holds only what is queued) instead of a second
+    # index. Rebuilt in place, rows and ids as they were.
+    3: [
+        """CREATE TABLE entries_v3 (
+            id INTEGER PRIMARY KEY,
+            process TEXT NOT NULL,
+            pid INTEGER NOT NULL REFERENCES incarnations (pid),
+            seq INTEGER NOT NULL,
+            ts REAL NOT NULL,
+            entry_type TEXT NOT NULL,
+            run_id TEXT,
+            data TEXT NOT NULL,
+            crc INTEGER NOT NULL,
+            UNIQUE (process, seq)
+        )""",
+        "INSERT INTO entries_v3 (id, process, pid, seq, ts, entry_type, run_id, data, crc) "
+        "SELECT id, process, pid, seq, ts, entry_type, run_id, data, crc FROM entries ORDER BY id",
+        "DROP TABLE entries",
+        "ALTER TABLE entries_v3 RENAME TO entries",
+        "CREATE INDEX entries_by_type ON entries (process, entry_type, seq) WHERE "
+        + TYPE_INDEXED,
+        "CREATE INDEX entries_by_run ON entries (run_id) WHERE run_id IS NOT NULL",
+        """CREATE TABLE pending_v3 (
+            process TEXT NOT NULL, event_id TEXT NOT NULL, ord INTEGER NOT NULL,
+            event TEXT NOT NULL, PRIMARY KEY (process, event_id)) WITHOUT ROWID""",
+        "INSERT INTO pending_v3 (process, event_id, ord, event) "
+        "SELECT process, event_id, ord, event FROM pending",
+        "DROP TABLE pending",
+        "ALTER TABLE pending_v3 RENAME TO pending",
+    ],
+}
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the schema up to SCHEMA_VERSION, one transaction per migration."""
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    version = int(row[0]) if row else 0
+    for target in sorted(v for v in MIGRATIONS if v > version):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[target]:
+                conn.execute(statement)
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                         (str(target),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def connect_writer(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """The writing connection to the journal at ``path``: WAL, synchronous=FULL, the schema
+    migrated. Opened on any thread, then used only by the writer thread. A failure names the
+    path and what to check."""
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        migrate(conn)
+        return conn
+    except sqlite3.Error as exc:  # e.g. a read-only file: SQLite opens it, the first write fails
+        if conn is not None:
+            conn.close()
+        raise _cannot_write(path, exc) from exc
+
+
+def _cannot_write(path: Path, exc: BaseException) -> JournalError:
+    return JournalError(f"cannot open journal {path} for writing: {exc}; check that this "
+                        "user can write the file and its folder and that the disk has "
+                        f"room, {ELSEWHERE}")
+
+
+async def connect_reader(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
+    """A reading connection (reads never wait for the writer in WAL mode)."""
+    import aiosqlite  # here, not above: the read-only inspect path loads this module
+
+    try:
+        conn = await aiosqlite.connect(path, isolation_level=None)
+        await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        return conn
+    except sqlite3.Error as exc:
+        raise _cannot_write(path, exc) from exc
+
+
+def checksum(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8"))
+
+
+class DamagedJournal(JournalError):
+    """A journal file that cannot be used as it is: unreadable (not a journal at all), or
+    ``readable`` but damaged where a start reads it. ``moved_to`` is where it was moved aside;
+    ``advice`` says how to proceed when nothing was moved."""
+
+    def __init__(self, path: Path, reason: str, moved_to: Path | None = None, *,
+                 readable: bool = False, advice: str = "") -> None:
+        self.path = path
+        self.reason = reason
+        self.moved_to = moved_to
+        self.readable = readable
+        what = "is damaged where a start reads it" if readable else "cannot be read"
+        where = f"; moved aside to {moved_to}" if moved_to else ""
+        super().__init__(f"journal {path} {what}: {reason}{where}"
+                         + (f"; {advice}" if advice else ""))
+
+
+def check_readable(path: Path) -> str | None:
+    """Return why an existing journal file cannot be used, or None when it looks sound."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    with path.open("rb") as fh:
+        if fh.read(16) != SQLITE_HEADER:
+            return "not an SQLite database (bad file header)"
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return f"database error: {exc}"
+    except ValueError as exc:  # text that is not UTF-8 any more
+        return f"its meta table cannot be decoded: {exc}"
+    if row is None:
+        return "no schema version recorded"
+    if not str(row[0]).isdigit():
+        return f"its schema version {row[0]!r} is not a number"
+    if int(row[0]) > SCHEMA_VERSION:
+        return f"written by a newer promptui (schema {row[0]}, this one knows {SCHEMA_VERSION})"
+    return None
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged journal (and its -wal/-shm files) out of the way; never delete it."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    path.rename(target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(target.with_name(target.name + suffix))
+    return target

@@ -1,0 +1,1 @@
+from .trigger import WebhookTrigger as WebhookTrigger

@@ -1,0 +1,35 @@
+"""Slack: ``X-Slack-Request-Timestamp: <unix seconds>`` and
+``X-Slack-Signature: v0=<hex HMAC-SHA256(signing secret, "v0:<timestamp>:<raw body>")>``."""
+
+from __future__ import annotations
+
+from runtime_core.triggers.webhook.signatures.common import (
+    HEX_SHA256,
+    SignedRequest,
+    Verified,
+    any_match,
+    ascii_header,
+    hmac_hex,
+    invalid,
+    missing,
+    replay_key,
+    timestamp,
+)
+
+TIMESTAMP_HEADER = "X-Slack-Request-Timestamp"
+
+
+def verify(request: SignedRequest) -> Verified:
+    sent = ascii_header(request, TIMESTAMP_HEADER)
+    signature = ascii_header(request, request.header)
+    if sent is None or signature is None:
+        raise missing(f"{TIMESTAMP_HEADER} and {request.header} headers are required")
+    version, _, given = signature.strip().partition("=")
+    if version != "v0" or not HEX_SHA256.fullmatch(given):
+        raise invalid(request.header)
+    seconds = timestamp(sent, TIMESTAMP_HEADER)
+    signed = b"v0:" + sent.strip().encode("ascii") + b":" + request.body
+    expected = [hmac_hex(key, signed).encode("ascii") for key in request.keys]
+    if not any_match(expected, [given.lower().encode("ascii")]):
+        raise invalid(request.header)
+    return Verified(sent=seconds, replay_key=replay_key("slack", signed))
