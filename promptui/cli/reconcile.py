@@ -83,7 +83,8 @@ def _show(detail: dict[str, Any]) -> None:
 def _ask() -> str:
     if not sys.stdin.isatty():
         raise fail(NOT_ASKED)
-    choice = typer.prompt("applied, not_applied or failed").strip().lower().replace("-", "_")
+    answer: str = typer.prompt("applied, not_applied or failed")
+    choice = answer.strip().lower().replace("-", "_")
     if choice not in OUTCOMES:
         raise fail(f"{choice!r} is not applied, not_applied or failed")
     return choice

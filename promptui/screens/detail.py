@@ -26,7 +26,7 @@ from promptui.screens.dialogs import (
 from promptui.screens.run_steps import RunStepsDialog
 from promptui.screens.save_manifest import save_as_manifest
 from promptui.screens.waiting_answers import answer_waiting
-from promptui.store import FeedLine, ProgressLine, UIStore
+from promptui.store import ActivityLine, FeedLine, ProgressLine, UIStore
 from promptui.widgets.conversation import ConversationLog
 from promptui.widgets.detail_rows import (
     CONTEXT_COLS,
@@ -129,7 +129,7 @@ class ProcessDetailScreen(LiveScreen):
 
     # -- the pump writes here (only while this screen is active) -------------------------
     async def show(self, store: UIStore, now: float, feed: list[FeedLine],
-                   activity: list[str]) -> None:
+                   activity: list[ActivityLine]) -> None:
         if not self._ready:
             return
         try:
@@ -255,7 +255,7 @@ class ProcessDetailScreen(LiveScreen):
         self.refresh_bindings()  # the footer shows the keys of the visible tab
         self._draw(self.active_tab)  # no blank tab until the next tick
         if self.active_tab == "timeline":
-            self.run_worker(self._draw_timeline, group="timeline-tab", exclusive=True)
+            self.run_worker(self._draw_timeline(), group="timeline-tab", exclusive=True)
 
     @on(DataTable.RowHighlighted)
     def _row_moved(self, event: DataTable.RowHighlighted) -> None:
@@ -455,7 +455,7 @@ class ProcessDetailScreen(LiveScreen):
             self.dead_page = DeadPage(back, offset, tuple(page))
             self._draw("dead")
 
-        self.run_worker(load, group="dead-page", exclusive=True)
+        self.run_worker(load(), group="dead-page", exclusive=True)
 
     def action_open_run(self) -> None:
         run = self._run(self.table("runs").cursor_key)

@@ -18,7 +18,7 @@ from promptui.actions import INCIDENT_ACTIONS, bindings
 from promptui.format import clip
 from promptui.screens.base import LiveScreen
 from promptui.screens.dialogs import ConfirmDialog
-from promptui.store import FeedLine, UIStore
+from promptui.store import ActivityLine, FeedLine, UIStore
 from promptui.widgets.incident_table import (
     COLUMNS,
     IncidentTable,
@@ -87,7 +87,7 @@ class IncidentsScreen(LiveScreen):
             self.loaded = True
 
     async def show(self, store: UIStore, now: float, feed: list[FeedLine],
-                   activity: list[str]) -> None:
+                   activity: list[ActivityLine]) -> None:
         """The pump: re-read when an incident changed, else now and then for the ages."""
         news = store.incident_changes != self._changes_seen
         self._changes_seen = store.incident_changes

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Footer, Static
 from promptui.actions import NODE_ACTIONS, bindings
 from promptui.format import clip
 from promptui.screens.base import LiveScreen
-from promptui.store import FeedLine, UIStore
+from promptui.store import ActivityLine, FeedLine, UIStore
 from promptui.widgets.keyed_table import Col, KeyedTable, fill_width
 from runtime_core.control.plane import ControlError
 
@@ -93,7 +93,7 @@ class NodesScreen(LiveScreen):
             self.loaded = True
 
     async def show(self, store: UIStore, now: float, feed: list[FeedLine],
-                   activity: list[str]) -> None:
+                   activity: list[ActivityLine]) -> None:
         """The pump: re-read when ownership changed, else every few seconds (ages move)."""
         moved = any(line.kind == "cluster.ownership" for line in feed)
         if moved or time.monotonic() >= self._next_refresh:

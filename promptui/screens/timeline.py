@@ -18,7 +18,7 @@ from promptui.format import clip, clock, parse_when
 from promptui.screens.base import LiveScreen, ShowValue
 from promptui.screens.dialogs import AskDialog
 from promptui.screens.rewind_dialog import RewindPreview
-from promptui.store import FeedLine, UIStore
+from promptui.store import ActivityLine, FeedLine, UIStore
 from promptui.widgets.timeline_table import PREFETCH, TimelineTable, entry_detail
 from promptui.widgets.view_values import entry_value
 from runtime_core.control.plane import ControlError
@@ -40,7 +40,7 @@ class TimelineScreen(LiveScreen):
     def __init__(self, process: str, *, anchor: JournalEntryView | None = None) -> None:
         super().__init__()
         self.process = process
-        self.anchor = anchor  # a drill-down: open at this entry (n goes to the newest)
+        self.opened_at = anchor  # a drill-down: open at this entry (n goes to the newest)
         self.text = ""
         self.entry_type: str | None = None
         # A jump to a time (or to the anchor) anchors the view there.
@@ -64,7 +64,7 @@ class TimelineScreen(LiveScreen):
     def on_mount(self) -> None:
         self.query_one("#timeline-filter", Input).display = False
         self.table.focus()
-        self.reload(self.anchor.seq if self.anchor is not None else None)
+        self.reload(self.opened_at.seq if self.opened_at is not None else None)
 
     def current_process(self) -> str | None:
         return self.process
@@ -132,7 +132,7 @@ class TimelineScreen(LiveScreen):
 
     # -- the pump: new entries appear at the top ----------------------------------------------
     async def show(self, store: UIStore, now: float, feed: list[FeedLine],
-                   activity: list[str]) -> None:
+                   activity: list[ActivityLine]) -> None:
         if not self.loaded or self.at_or_before is not None or self.newer_waiting:
             return
         mono = time.monotonic()

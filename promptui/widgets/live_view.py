@@ -89,7 +89,8 @@ class LiveView(Vertical):
         self._runs_ended &= present
         self._written = {k: v for k, v in self._written.items() if k in present}
         self.query_one("#live-status", Static).update(self._status(running, finished, now))
-        self._progress([progress[r.run_id] for r in running if r.run_id in (progress or {})])
+        shown = progress or {}
+        self._progress([shown[r.run_id] for r in running if r.run_id in shown])
 
     def _progress(self, lines: list[ProgressLine]) -> None:
         shown = self.query_one("#live-progress", Static)
