@@ -1,4 +1,5 @@
-"""AgentRuntime: many processes sharing one event bus, message broker, notifier and clock."""
+"""AgentRuntime: many processes sharing one event bus, message broker, notifier and clock
+(see the class docstring)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,20 @@ from runtime_core.process.process import AgentProcess
 
 
 class AgentRuntime:
+    """Many ``AgentProcess`` objects run side by side: they share one event bus and message
+    broker (so one process's events and messages can trigger another), one notifier (every
+    typed event, for the control room and the API), one clock and one set of shared hooks; and
+    one journal per journal file or database, since SQLite has one writer.
+
+    Processes are added from a config (``add_process``), a ``.agent`` manifest
+    (``load_manifest``, ``load_directory``, ``add_manifest``: the runtime remembers each one's
+    file to name it in start problems) or by a process itself (open mode's spawn, ``fork``).
+    ``start_all`` starts every process that is down and keeps going past one that fails
+    (``start_failures``, ``start_problems``); ``stop_all`` stops them all, draining if asked,
+    then closes the shared journals so the program can exit; ``shutdown`` closes for a service
+    restart, keeping what was accepted for the next start; ``remove_process`` closes and forgets
+    one. ``async with AgentRuntime()`` starts all and closes all."""
+
     def __init__(
         self,
         *,
@@ -99,9 +114,11 @@ class AgentRuntime:
 
     @property
     def processes(self) -> dict[str, AgentProcess]:
+        """The processes by name (a copy)."""
         return dict(self._processes)
 
     def get_process(self, name: str) -> AgentProcess:
+        """The process named ``name``; KeyError listing the known ones."""
         try:
             return self._processes[name]
         except KeyError:
@@ -119,9 +136,11 @@ class AgentRuntime:
         process_id: str | None = None,
         journal: JournalProvider | None = None,
     ) -> AgentProcess:
-        """``journal``: the process's own journal instead of the one its config names (a
-        scale-out node's, fenced to its lease); kept with the runtime's journals (closed by
-        stop_all and shutdown, its faults reported) until remove_process closes it."""
+        """Add a process, not started, sharing the runtime's bus, broker, notifier, clock and
+        hooks, and the runtime's journal for the one its config names. ``journal``: the
+        process's own journal instead (a scale-out node's, fenced to its lease); kept with the
+        runtime's journals (closed by stop_all and shutdown, its faults reported) until
+        remove_process closes it."""
         if name in self._processes:
             raise ValueError(f"a process named {name!r} already exists")
         if not isinstance(config, ProcessConfig):
@@ -245,12 +264,14 @@ class AgentRuntime:
             await journal.close()
 
     def list_processes(self) -> list[dict[str, Any]]:
+        """Each process's name, state and id."""
         return [
             {"name": p.name, "state": p.state.value, "process_id": p.process_id}
             for p in self._processes.values()
         ]
 
     def status(self) -> dict[str, Any]:
+        """How many processes, and each one's status (with its node, in a cluster)."""
         node_of = self.node_of
         return {
             "process_count": len(self._processes),

@@ -5,7 +5,7 @@ the run executor over all of it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runtime_core.agent.factory import build_model, build_tools
@@ -17,16 +17,13 @@ from runtime_core.config import ProcessConfig
 from runtime_core.journal.entry import EntryType
 from runtime_core.lifecycle import ProcessState, ProcessTransition, config_field
 from runtime_core.process.core import ProcessCore
+from runtime_core.process.ports import ExtraTools
 from runtime_core.runs.executor import RunExecutor
 from runtime_core.runs.identity import ProfileStamp, config_digest
 from runtime_core.runs.server_asks import CANCEL, RunAsks
 from runtime_core.runs.services import RunServices
 
 log = logging.getLogger(__name__)
-
-#: Tools a process adds to the agent's own at each start (open mode's meta-tools).
-ExtraTools = Callable[[], Iterable[AgentTool]]
-
 
 def profile_stamp(name: str, config: ProcessConfig, tools: Mapping[str, AgentTool]
                   ) -> ProfileStamp:
@@ -51,13 +48,15 @@ def profile_stamp(name: str, config: ProcessConfig, tools: Mapping[str, AgentToo
 
 
 class Assembly:
+    """Builds each start's run executor: ``model`` (else the config's), the Python ``tools``,
+    the parts' tools, ``extra_tools`` (open mode's) and the MCP servers' (kept here)."""
+
     def __init__(self, core: ProcessCore, *, model: Model | None, tools: Iterable[Any],
-                 extra_tools: ExtraTools, tool_hooks: Any) -> None:
+                 extra_tools: ExtraTools) -> None:
         self.core = core
         self.model_override = model
         self.python_tools = list(tools)
         self.extra_tools = extra_tools
-        self.tool_hooks = tool_hooks
         for server_name, server in core.config.servers.items():
             check_server(server_name, server, core.base_dir)  # ValueError: unusable entry
         core.lifecycle.add_listener(self._on_transition)
@@ -78,7 +77,7 @@ class Assembly:
         tools: dict[str, AgentTool] = dict(build_tools(core.config.tools, self.python_tools))
         for part in core.parts:
             tools.update(part.tools(set(tools)))
-        for meta in self.extra_tools():
+        for meta in self.extra_tools.meta_tools():
             if meta.name in tools:
                 raise ValueError(f"tool {meta.name!r} clashes with an open-mode meta-tool; "
                                  "rename it")
@@ -94,7 +93,7 @@ class Assembly:
             instructions=lambda: core.instructions, notifier=core.notifier,
             allowed_tools=config.allowed_tools, recorder=core.recorder, event_bus=core.bus,
             broker=core.broker, autonomy=core.autonomy, secrets=core.secrets,
-            hooks=self.tool_hooks, watch_tool_call=self._watch_tool_call,
+            hooks=core.hooks.for_tools, watch_tool_call=self._watch_tool_call,
             prompt_lines=[part.prompt_line for part in core.parts],
             memory_block=core.memory_block,
             completion=config.profile.completion if config.profile else None))

@@ -1,8 +1,9 @@
-"""The shared state of one process, and the small protocols its parts speak.
+"""The shared state of one process, and what the optional features (``Part``) offer.
 
 Every part of a process (intake, dispatch, supervisor, journaling, the optional features) gets
-the same ``ProcessCore``: nobody reads another part's private attributes, and the facade
-(process.py) wires what one part must tell another as callbacks."""
+the same ``ProcessCore``: nobody reads another part's private attributes, and what one part
+must tell another goes through a port (ports.py) the facade (process.py) hands it. Every part
+may read the core; each counter in it has one writer, named beside it."""
 
 from __future__ import annotations
 
@@ -200,10 +201,11 @@ class ProcessCore:
     executor: RunExecutor | None = None
     stamp: ProfileStamp | None = None  # profile, policy, config digest, budget: per start
     recovered: dict[str, Any] | None = None
-    invocation_count: int = 0
-    consecutive_failures: int = 0
-    restart_count: int = 0
-    rebuild_count: int = 0
+    # The counters, each with one writer; everyone else reads them.
+    invocation_count: int = 0  # runs that succeeded: journaling (restored, then counted)
+    consecutive_failures: int = 0  # events given up on in a row: the supervisor
+    restart_count: int = 0  # restarts since the last success: the supervisor
+    rebuild_count: int = 0  # instruction updates: open mode
     suspend_reason: str | None = None
     started_at: float | None = None
     last_activity: float = 0.0
@@ -221,6 +223,12 @@ class ProcessCore:
     @property
     def idle_suspended(self) -> bool:
         return self.state is S.SUSPENDED and self.suspend_reason == "idle"
+
+    @property
+    def up(self) -> bool:
+        """RUNNING or SUSPENDED: a trigger added now starts at once (a suspended process
+        queues its events)."""
+        return self.state in (S.RUNNING, S.SUSPENDED)
 
     def refusal(self) -> str | None:
         """Why an arriving event cannot be queued now, as a dead-letter reason, or None."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from runtime_core import crashpoints
 from runtime_core.delivery.dead_letters import DeadLetterReason
@@ -17,6 +16,7 @@ from runtime_core.governance.payload_scan import scan_payload
 from runtime_core.journal.provider import JournalError
 from runtime_core.process.core import ProcessCore
 from runtime_core.process.journaling import ProcessJournal
+from runtime_core.process.ports import RunOutcomes
 from runtime_core.runs import evidence, unknown_write
 from runtime_core.runs.recovery import UNKNOWN_WRITE_OUTCOME
 from runtime_core.runs.run import ResumePoint, Run, RunState, render_event_message
@@ -26,11 +26,14 @@ log = logging.getLogger(__name__)
 
 
 class Dispatch:
+    """What the workers run for each event (the port EventRunner). It reports each settled
+    event to ``outcomes`` (the restart policy) and each success to the journal's count."""
+
     def __init__(self, core: ProcessCore, journal: ProcessJournal,
-                 enter_failed: Callable[[str, str], None]) -> None:
+                 outcomes: RunOutcomes) -> None:
         self.core = core
         self.journal = journal
-        self._enter_failed = enter_failed
+        self.outcomes = outcomes
 
     async def handle_event(self, event: TriggerEvent, attempt: int) -> None:
         core = self.core
@@ -122,11 +125,10 @@ class Dispatch:
         hooked = core.hooks.any(HookEvent.RUN_END)
         if hooked and durable is not None:  # the hook is outside: it hears a durable end
             await self._durable(run, durable)
-        if succeeded:
+        if succeeded:  # counted before RunFinished announces it (see _run_done)
             core.delivery.succeeded(run.event)
-            core.invocation_count += 1
-            core.consecutive_failures = 0
-            core.restart_count = 0
+            self.journal.count_invocation()
+            self.outcomes.run_succeeded()
         else:
             self._failed(run)
         self._run_done(run, durable)
@@ -162,9 +164,7 @@ class Dispatch:
         error = f"{run.reason}: {run.error}"
         core.delivery.dead_letter(run.event, DeadLetterReason.RETRIES_EXHAUSTED, error,
                                   run.attempt)
-        core.consecutive_failures += 1
-        if core.consecutive_failures >= core.config.max_consecutive_failures:
-            self._enter_failed("max consecutive failures", error)
+        self.outcomes.run_given_up(error)  # one failure more in a row; at the max: FAILED
 
     def _run_done(self, run: Run, durable: asyncio.Future[None] | None = None) -> None:
         """Bookkeeping once a run ends; announced (RunFinished: the room, the API's stream,

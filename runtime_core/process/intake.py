@@ -9,7 +9,6 @@ found by its delivery key in the journal's delivery index, is DUPLICATE and star
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from runtime_core import crashpoints
 from runtime_core.delivery.dead_letters import DeadLetterReason
@@ -18,25 +17,25 @@ from runtime_core.governance.hooks import HookEvent
 from runtime_core.incidents.keeper import Admission
 from runtime_core.journal.provider import JournalError
 from runtime_core.process.core import ProcessCore
+from runtime_core.process.ports import Waker
 from runtime_core.triggers.base import DELIVERY_KEY, AcceptResult, TriggerEvent
 
 log = logging.getLogger(__name__)
 
 
 class Intake:
-    def __init__(self, core: ProcessCore, resume: Callable[[str], Awaitable[None]]) -> None:
+    """The road in (it implements the ports EventIntake, for the triggers, and EventInjector,
+    for the inbox); an event arriving at an idle-suspended process wakes it through ``waker``."""
+
+    def __init__(self, core: ProcessCore, waker: Waker) -> None:
         self.core = core
-        self._resume = resume  # the facade's resume(), for an idle-suspended process
+        self._waker = waker
 
     def availability(self) -> tuple[str, str | None]:
         """The process's state and why it refuses events now (None: it takes them)."""
         refusal = self.core.refusal()
         reason = (self.core.refusal_detail() or refusal) if refusal is not None else None
         return self.core.state.value, reason
-
-    async def _wake(self, why: str) -> None:
-        if self.core.idle_suspended:
-            await self._resume(why)
 
     async def inject(self, event: TriggerEvent) -> bool:
         """Queue ``event`` as if a trigger had fired. Returns False if it was dead-lettered:
@@ -120,13 +119,13 @@ class Intake:
 
     async def _queue_reserved(self, event: TriggerEvent) -> None:
         self.core.delivery.commit(event)
-        await self._wake("event arrived")
+        await self._waker.wake("event arrived")
         await self.announce_queued(event)
 
     async def queue_accepted(self, event: TriggerEvent, why: str) -> None:
         """Queue an event that is already durable (a reopened incident's, a redelivery):
         a full queue dead-letters it, ready to redeliver."""
-        await self._wake(why)
+        await self._waker.wake(why)
         if self.core.delivery.offer(event):
             await self.announce_queued(event)
 

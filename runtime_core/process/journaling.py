@@ -28,10 +28,16 @@ log = logging.getLogger(__name__)
 
 
 class ProcessJournal:
+    """The process's journaling. It listens to the core's lifecycle and context from the
+    start, and it is the one writer of ``core.invocation_count``: the count replay rebuilds
+    from the journal (the last checkpoint's, plus the runs that succeeded after it)."""
+
     def __init__(self, core: ProcessCore) -> None:
         self.core = core
         self.prepared = False
         self.owns_journal = False  # made from the config here, so closed here too
+        core.lifecycle.add_listener(self.on_transition)
+        core.context.add_listener(self.on_context_update)
 
     # -- the first start ---------------------------------------------------------------------
     async def open(self) -> None:
@@ -113,6 +119,10 @@ class ProcessJournal:
             moved_to=str(damage.moved_to or "")))
 
     # -- runs ------------------------------------------------------------------------------------
+    def count_invocation(self) -> None:
+        """A run succeeded (dispatch tells): one invocation more, journal or not."""
+        self.core.invocation_count += 1
+
     def record_run_end(self, run: Run, *, event_done: bool) -> asyncio.Future[None] | None:
         """Submit the run's end; the future resolves once it is durable (None: not journaled).
         The outcome is reported to no one outside before that (see the recorder)."""

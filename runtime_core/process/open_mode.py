@@ -18,8 +18,7 @@ from pydantic import ValidationError
 from runtime_core.agent.tools import Tool, tool
 from runtime_core.config import ProcessConfig
 from runtime_core.journal.entry import EntryType
-from runtime_core.process.core import ProcessCore
-from runtime_core.process.status import ProcessStatus
+from runtime_core.process.core import ProcessCore, TriggerStatus
 from runtime_core.process.triggers import TriggerSet
 
 CHILD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -27,22 +26,25 @@ CHILD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
 class OpenModeHost:
     """What the meta-tools change in their process: its dynamic triggers, its children and its
-    instructions. The process owns one and offers its views; the tools call it."""
+    instructions. The process owns one; the tools call it. It offers the assembly its
+    meta-tools (the port ExtraTools) and is the one writer of ``core.rebuild_count``."""
 
-    def __init__(self, core: ProcessCore, triggers: TriggerSet,
-                 status: Callable[[], ProcessStatus], up: Callable[[], bool]) -> None:
+    def __init__(self, core: ProcessCore, triggers: TriggerSet) -> None:
         self._core = core
         self._triggers = triggers
-        self._status = status
-        self._up = up
         self.spawned: list[str] = []
 
     @property
     def config(self) -> ProcessConfig:
         return self._core.config
 
-    def status_snapshot(self) -> ProcessStatus:
-        return self._status()
+    def meta_tools(self) -> list[Tool]:
+        """The meta-tools bound to this host in open mode; none in strict mode."""
+        return meta_tools(self) if self.config.execution_mode == "open" else []
+
+    def trigger_statuses(self) -> tuple[TriggerStatus, ...]:
+        """The process's triggers, config and dynamic, as its status lists them."""
+        return self._triggers.status()
 
     @property
     def dynamic_trigger_count(self) -> int:
@@ -50,7 +52,7 @@ class OpenModeHost:
 
     async def add_dynamic_trigger(self, config: dict[str, Any]) -> str:
         """An agent-added trigger: started now, stopped and dropped at stop(), not restored."""
-        return await self._triggers.add(config, running=self._up(), dynamic=True)
+        return await self._triggers.add(config, running=self._core.up, dynamic=True)
 
     async def remove_dynamic_trigger(self, trigger_id: str) -> None:
         if trigger_id not in self._triggers.dynamic:
@@ -100,7 +102,7 @@ def meta_tools(process: OpenModeHost) -> list[Tool]:
     async def list_triggers() -> list[dict[str, Any]]:
         """List this process's triggers: id, type, and source (config or dynamic)."""
         return [{"id": t.trigger_id, "type": t.trigger_type, "source": t.source}
-                for t in process.status_snapshot().triggers]
+                for t in process.trigger_statuses()]
 
     async def add_trigger(type: str, seconds: float | None = None,
                           cron_expression: str | None = None, event_type: str | None = None,

@@ -1,6 +1,5 @@
-"""AgentProcess: one long-running agent. A facade: it builds the shared state (core.py), wires
-the parts that do the work (intake, dispatch, supervisor, journaling, assembly, operator,
-rewinding, the optional features) with callbacks, and delegates its public API to them."""
+"""AgentProcess: one long-running agent, a facade over the parts that do its work (see the
+class docstring for how they fit)."""
 
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ from runtime_core.process.core import Hooks, ProcessHost, new_core
 from runtime_core.process.dispatch import Dispatch
 from runtime_core.process.intake import Intake
 from runtime_core.process.journaling import ProcessJournal
-from runtime_core.process.open_mode import OpenModeHost, meta_tools
+from runtime_core.process.open_mode import OpenModeHost
 from runtime_core.process.operator import Operator
 from runtime_core.process.parts import (
     HealthPart,
@@ -40,10 +39,9 @@ from runtime_core.process.parts import (
     MissionPart,
     PartActions,
     build_parts,
-    put_part,
+    patch_health,
 )
 from runtime_core.process.parts.actions import Escalations
-from runtime_core.process.parts.health import patch_health
 from runtime_core.process.rewinding import ProcessRewinder
 from runtime_core.process.status import ProcessStatus, build_status
 from runtime_core.process.supervisor import Supervisor
@@ -52,9 +50,32 @@ from runtime_core.runs.run import Run
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 
-S = ProcessState
 
 class AgentProcess:
+    """One long-running agent: its triggers feed a queue, workers run each event as a durable,
+    journaled run, and a supervisor keeps it alive by its config's restart policy.
+
+    A facade: it builds the parts and delegates its public API to them. They share one
+    ``ProcessCore`` (core.py: the config, the lifecycle, context and conversation, the delivery
+    queue, the counters) and ask each other through the small protocols of ports.py, never
+    through another part's attributes. The parts, in the order ``__init__`` builds them:
+
+    - journaling (journaling.py): opens the journal, takes back what it holds on the first
+      start, journals transitions, context updates and run ends, writes checkpoints;
+    - the supervisor (supervisor.py): start, stop, suspend, resume, failure and the restart
+      policy, the idle and lifetime heartbeat;
+    - intake (intake.py): every road in; an event is made durable before it is acknowledged;
+      the triggers (triggers.py) feed it;
+    - dispatch (dispatch.py): what a worker does with an event: refuse, run, settle;
+    - the optional parts (parts/: secrets, memory, incidents, health, budget, mission, inbox),
+      each on only when its config enables it;
+    - open mode (open_mode.py): the meta-tools that let the agent change its own triggers,
+      spawn children and rewrite its instructions;
+    - assembly (assembly.py): each start's model, tools, MCP servers and run executor;
+    - the operator (operator.py): answers for runs that wait (reconcile, evidence, questions)
+      and redelivery; rewinding (rewinding.py): rewind plans, rewinds and forks.
+    """
+
     def __init__(self, name: str, config: ProcessConfig | dict[str, Any], *,
                  process_id: str | None = None, event_bus: EventBus | None = None,
                  broker: MessageBroker | None = None, runtime: ProcessHost | None = None,
@@ -70,93 +91,108 @@ class AgentProcess:
         self.process_id = process_id or str(uuid.uuid4())
         self.runtime = runtime
         self.hooks = HookManager()  # this process's own; ``hooks=`` is the runtime's shared set
+        # The shared state; the journaling listens to it from here on (transitions, context).
         core = self._core = new_core(
             name, self.process_id, self.config, clock=clock or SystemClock(),
             notifier=event_notifier or EventNotifier(), bus=event_bus or EventBus(),
             broker=broker or MessageBroker(), base_dir=base_dir, journal=journal, host=runtime,
             hooks=Hooks(name, self.hooks, hooks if isinstance(hooks, HookManager) else None,
                         self.process_id))
-        cfg, clock = self.config, core.clock
         self._journal = ProcessJournal(core)
-        core.lifecycle.add_listener(self._journal.on_transition)
-        core.context.add_listener(self._journal.on_context_update)
+        # The supervisor before the parts that act: each holds it through a port (ports.py).
         self._escalations = Escalations(name, Escalator(core.bus, source=name), core.notifier)
-        self._actions = PartActions(pause=lambda why: self._supervisor.pause(why),
-                                    stop_on_purpose=lambda: self._supervisor.stop_on_purpose(),
-                                    escalate=self._escalations.send, inject=self.inject)
+        self._supervisor = supervisor = Supervisor(core, self._journal, self._escalations)
+        # Events in, and what runs them: an arriving event wakes an idle process; a run's
+        # outcome goes to the restart policy.
+        self._intake = Intake(core, waker=supervisor)
+        self._triggers = TriggerSet(name, self.config.triggers, clock=core.clock,
+                                    event_bus=core.bus, broker=core.broker, intake=self._intake,
+                                    dead_letters=core.delivery)
+        self._dispatch = Dispatch(core, self._journal, outcomes=supervisor)
+        # The optional parts: they may pause or stop the process, escalate, inject an event.
+        self._actions = PartActions(control=supervisor, escalations=self._escalations,
+                                    injector=self._intake)
         core.parts = build_parts(core, self._actions)
-        self._assembly = Assembly(core, model=model, tools=tools or (),
-                                  extra_tools=self._meta_tools, tool_hooks=core.hooks.for_tools)
-        self._intake = Intake(core, self.resume)
-        self._triggers = TriggerSet(
-            name, cfg.triggers, clock=clock, event_bus=core.bus, broker=core.broker,
-            intake=self._intake,
-            dead_letter=lambda event, reason: core.delivery.dead_letter(event, reason, "", 0))
-        self._dispatch = Dispatch(core, self._journal,
-                                  lambda why, error: self._supervisor.enter_failed(why, error))
-        self._supervisor = Supervisor(core, self._journal, self._assembly, self._triggers,
-                                      self._escalations, self._dispatch.handle_event)
+        # What each start assembles for the runs: open mode's meta-tools join the agent's.
+        self._open = OpenModeHost(core, self._triggers)
+        self._assembly = Assembly(core, model=model, tools=tools or (), extra_tools=self._open)
+        # What the supervisor starts and stops exists now: handed over, the one late step.
+        supervisor.attach(self._assembly, self._triggers, runner=self._dispatch)
+        # What an operator asks: answers for waiting runs, redelivery, rewind and fork.
         self._operator = Operator(core, self._journal)
-        self._rewinder = ProcessRewinder(core, self._journal, suspend=self.suspend,
-                                         resume=self.resume, fork_model=model,
+        self._rewinder = ProcessRewinder(core, self._journal, suspension=supervisor,
+                                         fork_model=model,
                                          fork_tools=self._assembly.python_tools)
-        self._open = OpenModeHost(core, self._triggers, self.status_snapshot, self._up)
 
     # -- read-only views ---------------------------------------------------------------------
     @property
     def state(self) -> ProcessState:
+        """Where the process is in its lifecycle."""
         return self._core.state
 
     @property
     def lifecycle(self) -> ProcessLifecycle:
+        """The state machine, with its transition history."""
         return self._core.lifecycle
 
     @property
     def context(self) -> AgentContext:
+        """The agent's context state, kept across runs."""
         return self._core.context
 
     @property
     def conversation(self) -> ConversationBuffer:
+        """The conversation the runs share (when the config keeps one)."""
         return self._core.conversation
 
     @property
     def notifier(self) -> EventNotifier:
+        """Where this process's typed events go (the runtime's, when it has one)."""
         return self._core.notifier
 
     @property
     def event_bus(self) -> EventBus:
+        """The event bus its ``event`` triggers listen on."""
         return self._core.bus
 
     @property
     def broker(self) -> MessageBroker:
+        """The message broker its ``message`` triggers listen on."""
         return self._core.broker
 
     @property
     def suspend_reason(self) -> str | None:
+        """Why it is suspended ("manual", "idle", "health", ...), or None."""
         return self._core.suspend_reason
 
     @property
     def instructions(self) -> str | None:
+        """The system prompt the next run gets."""
         return self._core.instructions
 
     @property
-    def recovered(self) -> dict[str, Any] | None:  # what the first start took back, or None
+    def recovered(self) -> dict[str, Any] | None:
+        """What the first start took back from the journal, or None."""
         return self._core.recovered
 
     @property
     def dead_letters(self) -> list[dict[str, Any]]:
+        """The dead letters it keeps at hand (the journal may keep older ones), as dicts."""
         return [letter.as_dict() for letter in self._core.delivery.dead_letters]
 
     @property
     def invocation_count(self) -> int:
+        """How many runs succeeded (restored from the journal)."""
         return self._core.invocation_count
 
     @property
     def restart_count(self) -> int:
+        """Restarts after a failure since the last successful run."""
         return self._core.restart_count
 
     @property
     def journal(self) -> JournalProvider | None:
+        """The journal it writes to, or None without one."""
         return self._core.journal
 
     @property
@@ -164,39 +200,49 @@ class AgentProcess:
         """The long-term memory provider: None before the first start or without one."""
         return part.provider if (part := self._core.part(MemoryPart)) is not None else None
 
-    def redact(self, text: str) -> str:  # every active secret value -> [secret:name]
+    def redact(self, text: str) -> str:
+        """``text`` with every active secret value replaced by ``[secret:name]``."""
         return self._core.redact(text)
 
-    def recent_runs(self) -> list[Run]:  # finished runs, oldest first (the last 100)
+    def recent_runs(self) -> list[Run]:
+        """The finished runs, oldest first (the last 100)."""
         return list(self._core.recent_runs)
 
     def active_runs(self) -> list[Run]:
+        """The runs in flight now."""
         return list(self._core.inflight.values())
 
-    def resuming_runs(self) -> list[Run]:  # recovered or reconciled, queued to go on
+    def resuming_runs(self) -> list[Run]:
+        """Runs recovered or reconciled, queued to go on from where they stopped."""
         return [recovered.run for recovered in self._core.resume.values()]
 
-    def tools(self) -> dict[str, AgentTool]:  # what runs get since the last start, by name
+    def tools(self) -> dict[str, AgentTool]:
+        """The tools the runs get since the last start, by name."""
         return dict(executor.tools) if (executor := self._core.executor) is not None else {}
 
     def queued_events(self) -> list[TriggerEvent]:
+        """The events waiting in the queue, in order."""
         return self._core.delivery.queued_events()
 
-    def status_snapshot(self) -> ProcessStatus:  # the status as a typed, frozen object
+    def status_snapshot(self) -> ProcessStatus:
+        """The status as a typed, frozen object."""
         triggers = self._triggers
         return build_status(self._core, triggers=triggers.status(),
                             trigger_count=triggers.config_count,
                             filtered_count=triggers.filtered_count, spawned=len(self._open.spawned),
                             servers=self._assembly.describe_servers())
 
-    def status(self) -> dict[str, Any]:  # the status as the spec's JSON-serializable dict
+    def status(self) -> dict[str, Any]:
+        """The status as the spec's JSON-serializable dict."""
         return self.status_snapshot().as_dict()
 
     def checkpoint_state(self) -> dict[str, Any]:
+        """What a checkpoint of the process holds now."""
         return self._journal.checkpoint_state()
 
     # -- lifecycle (process/supervisor.py) -------------------------------------------------------
     async def start(self) -> None:
+        """Start it, or again after a stop or a failure (StateError in any other state)."""
         await self._supervisor.start()
 
     async def stop(self, drain_timeout: float | None = None) -> None:
@@ -220,9 +266,11 @@ class AgentProcess:
         return await self._supervisor.shutdown(drain_timeout)
 
     async def suspend(self, reason: str = "manual") -> None:
+        """Stop taking events off the queue (they keep queueing); only when RUNNING."""
         await self._supervisor.suspend(reason)
 
     async def resume(self, reason: str = "manual") -> None:
+        """Take events off the queue again; only when SUSPENDED."""
         await self._supervisor.resume(reason)
 
     async def __aenter__(self) -> AgentProcess:
@@ -239,24 +287,23 @@ class AgentProcess:
         return await self._intake.inject(event)
 
     async def accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
-        return await self._intake.accept_pushed(event)  # as a webhook: journaled, then acked
+        """Take ``event`` as a webhook would: journaled, then acknowledged."""
+        return await self._intake.accept_pushed(event)
 
     async def redeliver_dead_letters(self, event_ids: Iterable[str] | None = None) -> int:
-        if self._core.idle_suspended:
-            await self.resume("redelivery")
+        """Queue dead letters again (those of ``event_ids``, else all); returns how many."""
+        await self._supervisor.wake("redelivery")
         return await self._operator.redeliver(event_ids)
 
     def clear_dead_letters(self) -> int:
+        """Forget the dead letters; returns how many."""
         return self._core.delivery.clear_dead_letters()
 
     # -- triggers, live ------------------------------------------------------------------------
-    def _up(self) -> bool:
-        return self.state in (S.RUNNING, S.SUSPENDED)
-
     async def add_trigger(self, config: TriggerConfig | dict[str, Any]) -> str:
         """Add a config trigger. It starts at once on a RUNNING or SUSPENDED process (its events
         queue while suspended), otherwise with the next start(). Invalid config: ValueError."""
-        return await self._triggers.add(config, running=self._up())
+        return await self._triggers.add(config, running=self._core.up)
 
     async def remove_trigger(self, trigger_id: str) -> None:
         """Remove a trigger (KeyError if unknown); events it still held are dead-lettered
@@ -305,8 +352,7 @@ class AgentProcess:
         """Apply a JSON merge patch to the health config (ConfigPatchError, changing nothing,
         on an unknown field or a bad value). It holds from the next recorded signal; ``enabled``
         builds the monitor or drops it with its history."""
-        return patch_health(self._core, self._actions, patch,
-                            lambda part: put_part(self._core, HealthPart, part))
+        return patch_health(self._core, self._actions, patch)
 
     def health_anomalies(self) -> list[dict[str, Any]] | None:
         """The anomaly history, oldest first; None when monitoring is off."""
@@ -331,9 +377,6 @@ class AgentProcess:
         await self._supervisor.stop_on_purpose()
 
     # -- open mode (process/open_mode.py holds the meta-tools, their limits and their host) ----
-    def _meta_tools(self) -> list[Tool]:
-        return meta_tools(self._open) if self.config.execution_mode == "open" else []
-
     def update_instructions(self, text: str) -> None:
         """Replace the system prompt from the next run on."""
         self._open.update_instructions(text)
@@ -364,10 +407,12 @@ class AgentProcess:
                                          with_triggers=with_triggers)
 
     # -- runs that wait for an operator (process/operator.py) ----------------------------------
-    def waiting_runs(self) -> list[Run]:  # a write left unknown, evidence, a server's question
+    def waiting_runs(self) -> list[Run]:
+        """Runs waiting for an operator: a write left unknown, evidence, a server's question."""
         return self._core.waiting.runs()
 
-    def waiting_detail(self, run_id: str) -> dict[str, Any]:  # what an operator decides on
+    def waiting_detail(self, run_id: str) -> dict[str, Any]:
+        """What an operator decides a waiting run on."""
         return self._core.waiting.detail(run_id)
 
     async def reconcile(self, run_id: str, outcome: str, *, result: Any = None, note: str = "",
@@ -388,11 +433,13 @@ class AgentProcess:
         await self._operator.answer(run_id, "returned", note=note, actor=actor)
 
     async def fail_waiting_run(self, run_id: str, note: str = "", *,
-                               actor: str = "operator") -> None:  # evidence: fail (operator)
+                               actor: str = "operator") -> None:
+        """Fail a run that waits for completion evidence."""
         await self._operator.answer(run_id, "failed", note=note, actor=actor)
 
     async def answer_elicitation(self, run_id: str, action: str, content: Any = None, *,
-                                 actor: str = "operator") -> None:  # accept, decline, cancel
+                                 actor: str = "operator") -> None:
+        """Answer an MCP server's question a run waits on: accept, decline or cancel."""
         await self._operator.answer_question(run_id, action, content, actor=actor)
 
     def __repr__(self) -> str:

