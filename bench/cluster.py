@@ -36,17 +36,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.cluster.serve_nodes import (  # noqa: E402
+from tests.helpers.cluster import (  # noqa: E402
     TOKEN,
     Cluster,
     Journal,
     Load,
     ledger_lines,
     reconcile_waiting,
-    wait_until,
     write_agents,
 )
-from tests.pgserver import PgServer  # noqa: E402
+from tests.helpers.polling import poll as wait_until  # noqa: E402
+from tests.helpers.postgres import PgServer  # noqa: E402
 
 
 class Connection:

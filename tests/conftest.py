@@ -1,34 +1,23 @@
-"""Shared test helpers: poll for a condition with a timeout instead of sleeping."""
+"""Fixtures for every test: a fake clock, the loopback OpenAI-compatible server, a port something
+listens on, and a throwaway PostgreSQL (one server per worker, a schema per test). Their code
+lives in tests/helpers/."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 
-from runtime_core import AgentProcess, FakeClock, RuntimeEvent
+from runtime_core import FakeClock
+from tests.helpers.models import FakeOpenAI, fake_openai
+from tests.helpers.ports import taken_port as listening_port
 
 if TYPE_CHECKING:  # imported by the fixture: psycopg loads only for tests that need it
-    from tests.pgserver import PgServer
+    from tests.helpers.postgres import PgServer
 
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
-    """Yield to the loop until ``predicate()`` is true; fail the test after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}")
-        await asyncio.sleep(0.002)
-
-
-async def settle(rounds: int = 20) -> None:
-    """Let already-scheduled callbacks and tasks run (no wall-clock waiting)."""
-    for _ in range(rounds):
-        await asyncio.sleep(0)
+POSTGRES_FIXTURES = ("pg_server", "pg_dsn")
 
 
 @pytest.fixture
@@ -36,18 +25,41 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def record(process: AgentProcess) -> list[RuntimeEvent]:
-    """Every event the process emits from now on, in order."""
-    events: list[RuntimeEvent] = []
-    process.notifier.add_callback(events.append)
-    return events
+@pytest.fixture
+async def server() -> AsyncIterator[FakeOpenAI]:
+    """A loopback OpenAI-compatible server: it answers with what the test scripts."""
+    async with fake_openai() as fake:
+        yield fake
 
 
-# -- a throwaway PostgreSQL (tests/pgserver.py): one server per worker, a schema per test -----
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port of 127.0.0.1 something else listens on."""
+    with listening_port() as port:
+        yield port
+
+
+# -- a throwaway PostgreSQL (tests/helpers/postgres.py): one server per worker, a schema per test
+def must_be_slow(item: pytest.Item, fixture: str) -> None:
+    """A test on PostgreSQL is slow (it starts a server): it must say so, or the fast layer
+    (``pytest -m "not slow"``) would start one."""
+    if item.get_closest_marker("slow") is None:
+        pytest.fail(f"{item.nodeid} uses {fixture} (PostgreSQL) without the slow marker: mark it "
+                    "@pytest.mark.slow (or its module: pytestmark = pytest.mark.slow; or its "
+                    "parameter: pytest.param(..., marks=pytest.mark.slow))", pytrace=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for name in POSTGRES_FIXTURES:
+        if name in getattr(item, "fixturenames", ()):
+            must_be_slow(item, name)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """A PostgreSQL 15 on a unix socket for this pytest worker; skips when it cannot run."""
-    from tests.pgserver import PgServer, unavailable_reason
+    from tests.helpers.postgres import PgServer, unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:
@@ -60,8 +72,10 @@ def pg_server() -> Iterator[PgServer]:
 
 
 @pytest.fixture
-def pg_dsn(pg_server: PgServer) -> Iterator[str]:
+def pg_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
     """The DSN of a fresh, empty schema on the worker's PostgreSQL (dropped afterwards)."""
+    must_be_slow(request.node, "pg_dsn")  # also when asked for with request.getfixturevalue
+    pg_server: PgServer = request.getfixturevalue("pg_server")
     if not pg_server.running:  # a test stopped it and failed before starting it again
         pg_server.start()
     dsn = pg_server.create_schema()

@@ -14,7 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cluster.serve_nodes import Cluster, Journal, Node, wait_until, write_agents
+from tests.helpers.cluster import Cluster, Journal, Node, write_agents
+from tests.helpers.polling import poll
+
+pytestmark = pytest.mark.slow
 
 TTL = 2.0
 NAMES = ["p0", "p1"]
@@ -36,7 +39,7 @@ def start_pair(cluster: Cluster) -> tuple[Node, Node]:
     first, second = cluster.start("n1", wait=False), cluster.start("n2", wait=False)
     cluster.wait_listening(first)
     cluster.wait_listening(second)
-    wait_until(lambda: sorted(cluster.split(NAMES).values()) == [1, 1], 60, "a 1/1 split")
+    poll(lambda: sorted(cluster.split(NAMES).values()) == [1, 1], 60, "a 1/1 split")
     owner = cluster.owners()["p0"]
     return owner, next(n for n in cluster.nodes if n is not owner)
 
@@ -60,8 +63,8 @@ def test_inject_through_the_non_owner_runs_each_event_exactly_once(cluster: Clus
     with ThreadPoolExecutor(4) as pool:
         ids = set(pool.map(inject, range(EVENTS)))
     assert len(ids) == EVENTS
-    finished = wait_until(lambda: (done := journal.finished()) and ids <= set(done) and done,
-                          60, "every injected event to finish on the owner")
+    finished = poll(lambda: (done := journal.finished()) and ids <= set(done) and done,
+                    60, "every injected event to finish on the owner")
     assert [e for e in ids if finished[e] != 1] == [], "an event ran twice"
     assert ids <= journal.accepted()
     assert int(journal.rows("SELECT count(*) FROM cluster_inbox")[0][0]) == 0
@@ -89,9 +92,9 @@ def test_commands_and_reads_on_the_non_owner_reach_the_owner(cluster: Cluster) -
         injected = client.post("/processes/p0/inject", json={"payload": {"i": "one"}})
         assert injected.status_code == 202
         event_id = injected.json()["event_id"]
-        runs = wait_until(lambda: (got := client.get("/processes/p0/runs")).status_code == 200
-                          and any(r.get("event_id") == event_id for r in got.json()) and got,
-                          30, "the run, read through the non-owner")
+        runs = poll(lambda: (got := client.get("/processes/p0/runs")).status_code == 200
+                    and any(r.get("event_id") == event_id for r in got.json()) and got,
+                    30, "the run, read through the non-owner")
     with owner.client() as direct:
         assert direct.get("/processes/p0/runs").json() == runs.json()
         missing = direct.get("/processes/p0/runs/no-such-run/waiting")
@@ -123,7 +126,7 @@ def test_a_command_for_a_dead_owner_is_503_then_works_after_the_takeover(
         assert refused.status_code == 503, refused.text
         assert int(refused.headers["Retry-After"]) >= 1
         assert refused.json()["error"]["code"] in ("OWNER_UNREACHABLE", "NO_LIVE_OWNER")
-        wait_until(lambda: cluster.running(["p0"]) == {"p0": other.node_id}, TTL + 30,
-                   "the takeover")
+        poll(lambda: cluster.running(["p0"]) == {"p0": other.node_id}, TTL + 30,
+             "the takeover")
         assert client.post("/processes/p0/suspend").status_code == 200
         assert state_of(other, "p0") == "suspended"

@@ -16,9 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cluster.serve_nodes import Cluster, Journal, Node, ledger_lines, wait_until, write_agents
-from tests.triggers.test_webhook import free_port
-from tests.triggers.webhook_kit import github
+from tests.helpers.cluster import Cluster, Journal, Node, ledger_lines, write_agents
+from tests.helpers.polling import poll
+from tests.helpers.ports import free_port
+from tests.helpers.webhooks import github
+
+pytestmark = pytest.mark.slow
 
 TTL = 2.0
 NAMES = ["p0", "p1"]
@@ -67,7 +70,7 @@ def start_pair(cluster: Cluster) -> tuple[Node, Node, dict[str, int]]:
                                                  "HOOK_SECRET": SECRET}) for n in ports]
     for node in started:
         cluster.wait_listening(node)
-    wait_until(lambda: sorted(cluster.split(NAMES).values()) == [1, 1], 60, "a 1/1 split")
+    poll(lambda: sorted(cluster.split(NAMES).values()) == [1, 1], 60, "a 1/1 split")
     owner = cluster.owners()["p0"]
     return owner, next(n for n in started if n is not owner), ports
 
@@ -91,8 +94,8 @@ def test_a_webhook_through_the_non_owner_runs_exactly_once(cluster: Cluster) -> 
 
     with ThreadPoolExecutor(4) as pool:
         ids = dict(zip(deliveries, pool.map(send, deliveries), strict=True))
-    finished = wait_until(lambda: (done := journal.finished()) and set(ids.values()) <= set(done)
-                          and done, 60, "every webhook event to finish on the owner")
+    finished = poll(lambda: (done := journal.finished()) and set(ids.values()) <= set(done)
+                    and done, 60, "every webhook event to finish on the owner")
     assert [e for e in ids.values() if finished[e] != 1] == [], "an event ran twice"
     runs_of = {str(r[0]) for r in journal.rows(
         "SELECT DISTINCT process FROM entries WHERE entry_type = 'run_finished' "
@@ -110,8 +113,8 @@ def test_a_webhook_through_the_non_owner_runs_exactly_once(cluster: Cluster) -> 
     skipped = deliver(ports[other.node_id], "skip", str(uuid.uuid4()))
     assert (skipped.status_code, skipped.json()["status"]) == (200, "ignored")
 
-    wait_until(lambda: int(journal.rows("SELECT count(*) FROM cluster_inbox")[0][0]) == 0, 30,
-               "the inbox to drain")
+    poll(lambda: int(journal.rows("SELECT count(*) FROM cluster_inbox")[0][0]) == 0, 30,
+         "the inbox to drain")
     assert sorted(item for _, _, item in ledger_lines(cluster.ledger)) == sorted(deliveries)
     with other.client() as client:
         served = client.get("/cluster/webhooks").json()
@@ -132,12 +135,12 @@ def test_what_a_node_took_while_the_owner_was_dead_runs_after_the_takeover(
         answer = deliver(ports[other.node_id], f"d{i}", str(uuid.uuid4()))
         assert answer.status_code == 202, answer.text
         ids[answer.json()["event_id"]] = f"d{i}"
-    wait_until(lambda: cluster.running(["p0"]) == {"p0": other.node_id}, TTL + 30,
-               "the takeover")
+    poll(lambda: cluster.running(["p0"]) == {"p0": other.node_id}, TTL + 30,
+         "the takeover")
     after = deliver(ports[other.node_id], "after", str(uuid.uuid4()))  # now its own trigger
     assert after.status_code == 202
     ids[after.json()["event_id"]] = "after"
-    finished = wait_until(lambda: (done := journal.finished()) and set(ids) <= set(done)
-                          and done, 60, "every event taken to run after the takeover")
+    finished = poll(lambda: (done := journal.finished()) and set(ids) <= set(done)
+                    and done, 60, "every event taken to run after the takeover")
     assert [e for e in ids if finished[e] != 1] == []
     assert sorted(item for _, _, item in ledger_lines(cluster.ledger)) == sorted(ids.values())

@@ -19,7 +19,9 @@ from runtime_core.events import OwnershipChanged, RuntimeEvent
 from runtime_core.journal import JournalError
 from runtime_core.manifest.loader import load_directory
 from runtime_core.process.process import AgentProcess
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
+
+pytestmark = pytest.mark.slow
 
 AGENT = """\
 version: "1.0"

@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 from runtime_core.cluster import ClusterError, ClusterNode, LeaseStore
-from tests.conftest import wait_for
-from tests.pgserver import PgServer
+from tests.helpers.polling import wait_for
+from tests.helpers.postgres import PgServer
 
 TTL = 1.0
 PROCESSES = [f"p{i}" for i in range(6)]
@@ -91,6 +91,7 @@ def settled(nodes: list[ClusterNode], shares: list[int]) -> Callable[[], bool]:
     return check
 
 
+@pytest.mark.slow
 async def test_two_nodes_split_six_processes_three_and_three(cluster: Any, pg_dsn: str) -> None:
     a = await cluster("a")
     b = await cluster("b")
@@ -107,6 +108,7 @@ async def test_two_nodes_split_six_processes_three_and_three(cluster: Any, pg_ds
         {p: (n.node_id, e) for n in (a, b) for p, e in n.held.items()}
 
 
+@pytest.mark.slow
 async def test_a_third_node_joining_moves_only_two(cluster: Any) -> None:
     a = await cluster("a")
     b = await cluster("b")
@@ -124,6 +126,7 @@ async def test_a_third_node_joining_moves_only_two(cluster: Any) -> None:
     assert not ledger.overlaps
 
 
+@pytest.mark.slow
 async def test_a_node_stopping_hands_its_processes_over_within_the_ttl(cluster: Any) -> None:
     a = await cluster("a")
     b = await cluster("b")
@@ -145,6 +148,7 @@ async def test_a_node_stopping_hands_its_processes_over_within_the_ttl(cluster: 
     assert not ledger.overlaps
 
 
+@pytest.mark.slow
 async def test_a_node_that_cannot_reach_the_database_gives_up_and_the_other_takes_over(
         cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     a = await cluster("a")
@@ -174,6 +178,7 @@ async def test_a_node_that_cannot_reach_the_database_gives_up_and_the_other_take
     assert not ledger.overlaps
 
 
+@pytest.mark.slow
 async def test_a_renewal_refused_after_a_takeover_calls_on_lose_at_once(cluster: Any,
                                                                         pg_dsn: str) -> None:
     a = await cluster("a")
@@ -197,6 +202,7 @@ async def test_a_renewal_refused_after_a_takeover_calls_on_lose_at_once(cluster:
         await intruder.close()
 
 
+@pytest.mark.slow
 async def test_caps_and_a_shrinking_process_list(cluster: Any) -> None:
     a = await cluster("a", max_processes=2)
     b = await cluster("b", max_processes=1)
@@ -211,6 +217,7 @@ async def test_caps_and_a_shrinking_process_list(cluster: Any) -> None:
     assert reasons and all(r == "no longer assigned to any node" for r in reasons)
 
 
+@pytest.mark.slow
 async def test_nodes_go_on_after_postgresql_restarts(cluster: Any,
                                                      pg_server: PgServer) -> None:
     a = await cluster("a", ttl_s=2.0)
@@ -229,6 +236,7 @@ async def test_nodes_go_on_after_postgresql_restarts(cluster: Any,
     assert not ledger_of(cluster).overlaps
 
 
+@pytest.mark.slow
 async def test_stop_ends_what_start_started(pg_dsn: str) -> None:
     async def nothing(*_: Any) -> None:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +36,7 @@ def cap(node: NodeInfo, n: int) -> int:
     return n if node.max_processes is None else min(node.max_processes, n)
 
 
+@pytest.mark.slow
 @given(situations())
 @settings(max_examples=400, deadline=None)
 def test_invariants(situation: tuple[list[str], list[NodeInfo], dict[str, str]]) -> None:
@@ -74,6 +76,7 @@ def test_invariants(situation: tuple[list[str], list[NodeInfo], dict[str, str]])
                 assert moves(swapped) >= moves(got)
 
 
+@pytest.mark.slow
 @given(situations(), st.randoms(use_true_random=False))
 @settings(max_examples=200, deadline=None)
 def test_deterministic_and_stable(situation: tuple[list[str], list[NodeInfo], dict[str, str]],

@@ -13,7 +13,9 @@ import pytest
 
 from runtime_core.cluster import LeaseStore
 from runtime_core.journal import JournalEntry, JournalFenced, PostgresJournal
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
+
+pytestmark = pytest.mark.slow
 
 
 def rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:

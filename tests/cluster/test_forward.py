@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,7 +29,10 @@ from runtime_core.cluster.forward import (
     owner_address,
     owner_of,
 )
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
+from tests.helpers.ports import free_port
+
+pytestmark = pytest.mark.slow
 
 TOKEN = "t0ken-for-the-tests-only-0123456789"
 
@@ -85,13 +87,6 @@ async def owner_url() -> AsyncIterator[str]:
         await asyncio.wait_for(task, 10)
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 async def test_forward_passes_status_and_body_through(owner_url: str) -> None:
     status, body = await forward_command(
         owner_url, "post", "/api/v1/processes/p1/stop", token=TOKEN,
@@ -110,7 +105,7 @@ async def test_forward_passes_status_and_body_through(owner_url: str) -> None:
 
 async def test_forward_errors_are_clear(owner_url: str) -> None:
     with pytest.raises(ForwardError) as unreachable:
-        await forward_command(f"http://127.0.0.1:{closed_port()}", "POST", "/x", token=TOKEN,
+        await forward_command(f"http://127.0.0.1:{free_port()}", "POST", "/x", token=TOKEN,
                               timeout=5)
     assert unreachable.value.status == 503 and unreachable.value.headers() == {
         "Retry-After": "5"}

@@ -8,7 +8,7 @@ import asyncio
 import json
 import statistics
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
@@ -18,8 +18,10 @@ from runtime_core.cluster import FencedOut, LeaseStore
 from runtime_core.cluster.inbox import ClusterInbox, inbox_delivery_key
 from runtime_core.cluster.puller import InboxListener, InboxPuller
 from runtime_core.triggers.base import DELIVERY_KEY, TriggerEvent
-from tests.conftest import wait_for
-from tests.pgserver import PgServer
+from tests.helpers.polling import wait_for
+from tests.helpers.postgres import PgServer
+
+pytestmark = pytest.mark.slow
 
 
 def event(n: int, key: str | None = None) -> TriggerEvent:
@@ -51,13 +53,6 @@ class Sink:
     @property
     def ids(self) -> list[str]:
         return [ev.event_id for ev in self.events]
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 async def put_retrying(box: ClusterInbox, process: str, ev: TriggerEvent) -> str:
@@ -320,7 +315,7 @@ async def test_puller_survives_a_postgres_crash(pg_server: PgServer, pg_dsn: str
 
         async def drained() -> bool:  # the claim's delete commits after the sink saw its events
             return await inbox.pending() == 0
-        await until(drained, 10, "the inbox drained")
+        await wait_for(drained, 10, "the inbox drained", interval=0.02)
         assert sorted(sink.ids) == sorted(f"e{n}" for n in range(40))  # still each exactly once
     finally:
         await puller.stop()

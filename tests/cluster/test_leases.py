@@ -13,6 +13,8 @@ from runtime_core.cluster import FencedOut, LeaseStore, as_fenced_out, check_fen
 from runtime_core.cluster.leases import fence_check_sql
 from runtime_core.cluster.schema import ensure_schema, schema_exists
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 async def store(pg_dsn: str) -> AsyncIterator[LeaseStore]:

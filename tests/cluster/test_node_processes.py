@@ -1,4 +1,4 @@
-"""Cluster nodes as real OS processes (tests/cluster/node_worker.py): one paused past its TTL
+"""Cluster nodes as real OS processes (helpers/workers/node_worker.py): one paused past its TTL
 (SIGSTOP) loses its processes and, once resumed, cannot write for them; one killed (SIGKILL)
 is replaced within the TTL; one told to stop (SIGTERM) hands over and exits."""
 
@@ -17,8 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.cluster.node_worker import WRITES_DDL
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
+from tests.helpers.workers.node_worker import WRITES_DDL
+
+pytestmark = pytest.mark.slow
 
 TTL = 1.0
 NAMES = [f"p{i}" for i in range(6)]
@@ -32,7 +34,7 @@ class Worker:
         self.node_id = node_id
         self.events: list[dict[str, Any]] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.cluster.node_worker", dsn, node_id, str(TTL),
+            [sys.executable, "-m", "tests.helpers.workers.node_worker", dsn, node_id, str(TTL),
              ",".join(NAMES)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -12,6 +12,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from runtime_core.cluster import LeaseStore, NodeInfo, NodeRegistry
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 async def registry(pg_dsn: str) -> AsyncIterator[NodeRegistry]:

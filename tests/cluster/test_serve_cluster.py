@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.serve_nodes import (
+from tests.helpers.cluster import (
     Cluster,
     Journal,
     Load,
@@ -31,10 +31,12 @@ from tests.cluster.serve_nodes import (
     ledger_lines,
     reconcile_waiting,
     summary,
-    wait_until,
     write_agents,
 )
-from tests.pgserver import PgServer
+from tests.helpers.polling import poll
+from tests.helpers.postgres import PgServer
+
+pytestmark = pytest.mark.slow
 
 TTL = 2.0
 NAMES = [f"p{i}" for i in range(4)]
@@ -61,7 +63,7 @@ def start_pair(cluster: Cluster) -> None:
 
 def wait_split(cluster: Cluster, nodes: int, timeout: float = 20.0) -> Counter[str]:
     even = len(NAMES) // nodes
-    split: Counter[str] = wait_until(
+    split: Counter[str] = poll(
         lambda: (found := cluster.split(NAMES)) and sorted(found.values()) == [even] * nodes
         and found, timeout, f"a {even}-per-node split over {nodes} nodes")
     return split
@@ -112,7 +114,7 @@ def test_two_nodes_run_2000_events_each_exactly_once(cluster: Cluster) -> None:
                and len(row["processes"]) == 2 for row in view), view
     with cluster.nodes[0].client() as client:  # every process listed, each with its node
         listed = {row["name"]: row["node"] for row in client.get("/processes").json()}
-        assert listed == wait_until(lambda: cluster.running(NAMES), 10, "the placement")
+        assert listed == poll(lambda: cluster.running(NAMES), 10, "the placement")
         elsewhere = next(n for n, node in listed.items() if node != "n1")
         queued = client.post(f"/processes/{elsewhere}/inject", json={"payload": {}})
         assert queued.status_code == 202, queued.text  # into its inbox: any node takes it
@@ -130,18 +132,18 @@ def test_sigkill_of_the_owner_under_load(cluster: Cluster) -> None:
     takeovers = []
     try:
         for kill in range(KILLS):
-            wait_until(lambda k=kill: len(load.acked) >= 50 * (k + 1), 30, "events to flow")
+            poll(lambda k=kill: len(load.acked) >= 50 * (k + 1), 30, "events to flow")
             victim = cluster.owners()["p0"]
             started = time.monotonic()
             victim.kill(signal.SIGKILL)
             victim.proc.wait(10)
             joining = cluster.start(f"n{kill + 3}", wait=False)  # the killed node's successor
-            wait_until(lambda v=victim.node_id: (found := cluster.split(NAMES)) and
-                       v not in found, TTL + 10, "every process running again")
+            poll(lambda v=victim.node_id: (found := cluster.split(NAMES)) and
+                 v not in found, TTL + 10, "every process running again")
             takeovers.append(time.monotonic() - started)
             cluster.wait_listening(joining)
             wait_split(cluster, 2)
-        wait_until(lambda: len(load.acked) >= 50 * (KILLS + 1), 30, "events to flow")
+        poll(lambda: len(load.acked) >= 50 * (KILLS + 1), 30, "events to flow")
     finally:
         load.stop()
     result = settle_and_check(cluster, load, journal)
@@ -156,23 +158,23 @@ def test_a_paused_owner_is_fenced_and_steps_down(cluster: Cluster) -> None:
     journal = Journal(cluster.dsn)
     load = Load(cluster, NAMES, threads=6).start()
     try:
-        wait_until(lambda: len(load.acked) >= 100, 30, "events to flow")
+        poll(lambda: len(load.acked) >= 100, 30, "events to flow")
         victim = cluster.owners()["p0"]
         lost = sorted(name for name, node in cluster.owners().items() if node is victim)
         survivor = next(n for n in cluster.live() if n is not victim)
         victim.kill(signal.SIGSTOP)
         try:
-            wait_until(lambda: cluster.split(NAMES) == {survivor.node_id: len(NAMES)},
-                       TTL * 2 + 25, "the other node to run every process")  # CI load
+            poll(lambda: cluster.split(NAMES) == {survivor.node_id: len(NAMES)},
+                 TTL * 2 + 25, "the other node to run every process")  # CI load
             acked = len(load.acked)
-            wait_until(lambda: len(load.acked) >= acked + 100, 30, "events on the survivor")
+            poll(lambda: len(load.acked) >= acked + 100, 30, "events on the survivor")
         finally:
             victim.kill(signal.SIGCONT)
         said = re.compile(r"stepped down from (p\d) \(epoch \d+\): (?!handed over|this node)")
-        wait_until(lambda: set(said.findall(victim.text())) >= set(lost), 20,
-                   f"{victim.node_id} to step down from {lost}")
+        poll(lambda: set(said.findall(victim.text())) >= set(lost), 20,
+             f"{victim.node_id} to step down from {lost}")
         wait_split(cluster, 2)  # it comes back and takes its share again
-        wait_until(lambda: len(load.acked) >= acked + 200, 30, "events after it came back")
+        poll(lambda: len(load.acked) >= acked + 200, 30, "events after it came back")
     finally:
         load.stop()
     result = settle_and_check(cluster, load, journal)
@@ -192,17 +194,17 @@ def test_postgresql_restarted_under_load(cluster: Cluster, pg_server: PgServer) 
     try:
         for long_outage in (False, True):
             acked = len(load.acked)
-            wait_until(lambda a=acked: len(load.acked) >= a + 100, 30, "events to flow")
+            poll(lambda a=acked: len(load.acked) >= a + 100, 30, "events to flow")
             pg_server.stop("immediate")
             if long_outage:  # until each process was given up by the node that ran it
-                wait_until(lambda: {p for n in cluster.nodes for p in gave_up.findall(n.text())}
-                           == set(NAMES), TTL + 10, "the nodes to give their processes up")
+                poll(lambda: {p for n in cluster.nodes for p in gave_up.findall(n.text())}
+                     == set(NAMES), TTL + 10, "the nodes to give their processes up")
             acked = len(load.acked)
             pg_server.start()
-            wait_until(lambda: len(cluster.running(NAMES) or {}) == len(NAMES), 30,
-                       "every process running again")
-            wait_until(lambda a=acked: len(load.acked) >= a + 200, 30,
-                       "events after the restart")
+            poll(lambda: len(cluster.running(NAMES) or {}) == len(NAMES), 30,
+                 "every process running again")
+            poll(lambda a=acked: len(load.acked) >= a + 200, 30,
+                 "events after the restart")
     finally:
         load.stop()
         if not pg_server.running:

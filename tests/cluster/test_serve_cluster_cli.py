@@ -8,7 +8,13 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.cluster.serve_nodes import Cluster, promptui_command, wait_until, write_agents
+import pytest
+
+from tests.helpers.cli import promptui_command
+from tests.helpers.cluster import Cluster, write_agents
+from tests.helpers.polling import poll
+
+pytestmark = pytest.mark.slow
 
 SECRET = "S3cret-pw-4711"
 
@@ -46,7 +52,7 @@ def test_the_password_is_never_shown(tmp_path: Path, pg_dsn: str) -> None:
     cluster = Cluster(tmp_path, dsn, write_agents(tmp_path, ["p0"]), tmp_path / "ledger.txt")
     try:
         node = cluster.start("n1")
-        wait_until(lambda: cluster.running(["p0"]), 20, "p0 running")
+        poll(lambda: cluster.running(["p0"]), 20, "p0 running")
         with node.client() as client:
             shown = [client.get(path).text for path in
                      ("/runtime", "/cluster/nodes", "/processes", "/processes/p0")]

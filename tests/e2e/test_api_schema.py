@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from runtime_core import AgentRuntime
 from runtime_core.api.server import create_app
 from runtime_core.control import LocalControl
-from tests.e2e.test_serve import start_serve, write_agents
-from tests.served import TOKEN
+from tests.helpers.serving import TOKEN, start_serve, write_agents
 
 # Path parameters named ``name`` are mostly real process names, so the requests reach the
 # commands behind the 404s; the rest stay random.
@@ -43,6 +43,7 @@ def st_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "schemathesis.cli"]
 
 
+@pytest.mark.slow
 def test_no_operation_answers_a_server_error(tmp_path: Path) -> None:
     agents = write_agents(tmp_path)
     (tmp_path / "schemathesis.toml").write_text(CONFIG)  # read from the working folder

@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 
 from runtime_core.control import offline
-from tests.e2e.test_cli_demo import promptui_command
-from tests.e2e.test_rewind_cli import make_history, state_after_start
-from tests.e2e.test_serve import Served, no_server_left_behind, poll, start_serve, write_agents
+from tests.helpers.cli import promptui_command
+from tests.helpers.history import make_history, state_after_start
+from tests.helpers.polling import poll
+from tests.helpers.serving import Served, start_serve, write_agents
 
-__all__ = ["no_server_left_behind"]  # autouse: a failing test does not leave servers running
+pytestmark = pytest.mark.slow
 
 TIMEOUT = 60.0
 

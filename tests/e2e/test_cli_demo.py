@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 
-def promptui_command() -> list[str]:
-    exe = shutil.which("promptui", path=str(Path(sys.executable).parent))
-    return [exe] if exe else [sys.executable, "-m", "promptui.cli"]
+from tests.helpers.cli import promptui_command
+
+pytestmark = pytest.mark.slow
 
 
 def test_demo_runs_headless_and_stops_cleanly(tmp_path: Path) -> None:

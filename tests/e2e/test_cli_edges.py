@@ -19,11 +19,10 @@ from typer.testing import CliRunner
 from promptui import actions
 from promptui.cli import app
 from runtime_core.control import offline
-from tests.e2e.test_cli_demo import promptui_command
-from tests.e2e.test_rewind_cli import make_history
-from tests.e2e.test_serve import no_server_left_behind, poll, start_serve, write_agents
-
-__all__ = ["no_server_left_behind"]  # autouse: a failing test does not leave servers running
+from tests.helpers.cli import promptui_command
+from tests.helpers.history import make_history
+from tests.helpers.polling import poll
+from tests.helpers.serving import start_serve, write_agents
 
 RULE = "a letter, then letters, digits, '-' or '_' (at most 64)"
 
@@ -59,6 +58,7 @@ def history(tmp_path: Path) -> Path:
 
 
 # -- 1. fork names ---------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["bad name!", "9lives", "_under", "a.b", "x" * 65, ""])
 def test_fork_refuses_a_name_the_control_room_refuses(tmp_path: Path, history: Path,
                                                       name: str) -> None:
@@ -69,6 +69,7 @@ def test_fork_refuses_a_name_the_control_room_refuses(tmp_path: Path, history: P
     assert offline.read_entries(history, "books") == before
 
 
+@pytest.mark.slow
 def test_fork_accepts_a_name_the_control_room_accepts(tmp_path: Path, history: Path) -> None:
     name = "B" + "x_-9" * 15 + "abc"  # 64 characters
     done = promptui(tmp_path, "fork", "books", "books:3", name, "-j", str(history))
@@ -77,6 +78,7 @@ def test_fork_accepts_a_name_the_control_room_accepts(tmp_path: Path, history: P
 
 
 # -- 2. writes to a journal a running server holds ------------------------------------------------
+@pytest.mark.slow
 def test_writes_go_through_the_running_server_or_say_how(tmp_path: Path) -> None:
     agents = write_agents(tmp_path, broken=False, judge=False)
     journal = tmp_path / "journal.db"
@@ -125,6 +127,7 @@ def test_writes_go_through_the_running_server_or_say_how(tmp_path: Path) -> None
 
 
 # -- 3. logs --type --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_logs_with_an_unknown_type_names_the_valid_ones(tmp_path: Path, history: Path) -> None:
     out = promptui(tmp_path, "logs", "books", "--type", "bogus", "-j", str(history))
     message = one_error(out)
@@ -163,6 +166,7 @@ def open_room(folder: Path, keymap: str) -> subprocess.CompletedProcess[str]:
                     "--theme", "no-such-theme", env={"XDG_CONFIG_HOME": str(folder / "xdg")})
 
 
+@pytest.mark.slow
 def test_an_unknown_keymap_id_is_named_with_the_valid_ids(tmp_path: Path) -> None:
     out = open_room(tmp_path, '"promptui.quitt" = "x"\n"promptui.feed.follow" = "F"\n'
                               '"promptui.quit" = "q,ctrl+q"\n')
@@ -178,6 +182,7 @@ def test_an_unknown_keymap_id_is_named_with_the_valid_ids(tmp_path: Path) -> Non
     assert {"promptui.feed.follow", "promptui.rewind.apply", "promptui.dialog.cancel"} <= valid
 
 
+@pytest.mark.slow
 def test_a_keymap_of_known_ids_says_nothing(tmp_path: Path) -> None:
     out = open_room(tmp_path, '"promptui.feed.follow" = "F"\n"promptui.detail.redeliver" = '
                               '"r,ctrl+d"\n')
@@ -214,6 +219,7 @@ def test_help_reads_like_a_command_line(words: list[str]) -> None:
             assert not re.search(r"--[\w/-]+(\s+-\w)?\s+[A-Z]{2,}\b", line), line
 
 
+@pytest.mark.slow
 def test_help_of_the_real_command() -> None:
     out = subprocess.run([*promptui_command(), "rewind", "--help"], capture_output=True,
                          text=True, timeout=60, env={**os.environ, "COLUMNS": "120"})
@@ -245,6 +251,7 @@ journal: {level: checkpoint}
 """
 
 
+@pytest.mark.slow
 def test_uvicorn_lines_appear_once_with_a_webhook_server_running(tmp_path: Path) -> None:
     agents = write_agents(tmp_path, broken=False, judge=False)
     (agents / "hooked.agent").write_text(HOOKED)

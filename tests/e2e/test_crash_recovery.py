@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -40,8 +42,9 @@ async def run_worker(
     env.pop("PROMPTUI_CRASH_AT", None)
     if crash is not None:
         env["PROMPTUI_CRASH_AT"] = crash
-    cmd = [sys.executable, "-m", "tests.e2e.crash_worker", "--db", str(tmp / "journal.db"),
-           "--ledger", str(tmp / "ledger.txt"), "--inject", str(inject), "--prefix", prefix]
+    cmd = [sys.executable, "-m", "tests.helpers.workers.crash_worker",
+           "--db", str(tmp / "journal.db"), "--ledger", str(tmp / "ledger.txt"),
+           "--inject", str(inject), "--prefix", prefix]
     if reconcile:
         cmd.append("--reconcile")
     if mcp:

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cli_demo import promptui_command
-from tests.e2e.test_serve import no_server_left_behind, poll, start_serve
+from tests.helpers.cli import promptui_command
+from tests.helpers.polling import poll
+from tests.helpers.serving import start_serve
 
-__all__ = ["no_server_left_behind"]
+pytestmark = pytest.mark.slow
 
 WRITER = """\
 version: "1.0"

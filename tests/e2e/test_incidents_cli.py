@@ -4,14 +4,16 @@ listing, the table, and errors that name the fix."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 
 from runtime_core import AgentProcess, ProcessConfig
-from tests.conftest import wait_for
-from tests.e2e.test_cli_demo import promptui_command
+from tests.helpers.cli import run_promptui
+from tests.helpers.polling import wait_for
+
+pytestmark = pytest.mark.slow
 
 
 async def write_journal(path: Path) -> AgentProcess:
@@ -34,15 +36,10 @@ async def write_journal(path: Path) -> AgentProcess:
     return process
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*promptui_command(), *args], capture_output=True, text=True,
-                          timeout=60)
-
-
 async def test_incidents_json_lists_what_the_journal_holds(tmp_path: Path) -> None:
     db = tmp_path / "j.db"
     process = await write_journal(db)
-    out = cli("incidents", "--json", "--journal", str(db))
+    out = run_promptui("incidents", "--json", "--journal", str(db))
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [(r["process"], r["fingerprint_value"], r["state"]) for r in rows] == [
@@ -54,20 +51,20 @@ async def test_incidents_json_lists_what_the_journal_holds(tmp_path: Path) -> No
     live = {i.incident_id: i.to_dict() for i in process.incidents()}
     assert all({k: v for k, v in row.items() if k != "process"} == live[row["incident_id"]]
                for row in rows)
-    only = cli("incidents", "--json", "-p", "alerts", "-j", str(db))
+    only = run_promptui("incidents", "--json", "-p", "alerts", "-j", str(db))
     assert json.loads(only.stdout) == rows
 
 
 async def test_incidents_table_and_errors(tmp_path: Path) -> None:
     db = tmp_path / "j.db"
     await write_journal(db)
-    table = cli("incidents", "-j", str(db))
+    table = run_promptui("incidents", "-j", str(db))
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert "fingerprint" in lines[0] and "occ" in lines[0]
     assert "open" in lines[1] and "disk full" in lines[1]
     assert "resolved" in lines[2] and "cpu hot" in lines[2]
-    missing = cli("incidents", "-j", str(tmp_path / "none.db"))
+    missing = run_promptui("incidents", "-j", str(tmp_path / "none.db"))
     assert missing.returncode == 2 and "no journal at" in missing.stderr
-    other = cli("incidents", "-p", "nope", "-j", str(db))
+    other = run_promptui("incidents", "-p", "nope", "-j", str(db))
     assert other.returncode == 2 and "processes: alerts" in other.stderr

@@ -13,8 +13,8 @@ import pytest
 
 from runtime_core import AgentProcess, ProcessConfig, ProcessState, TriggerEvent
 from runtime_core.journal import DamagedJournal
-from tests.conftest import wait_for
-from tests.e2e.test_cli_demo import promptui_command
+from tests.helpers.cli import promptui_command, run_promptui
+from tests.helpers.polling import wait_for
 
 
 async def make_journal(path: Path, name: str = "demo", events: int = 3) -> None:
@@ -27,40 +27,38 @@ async def make_journal(path: Path, name: str = "demo", events: int = 3) -> None:
         await wait_for(lambda: process.invocation_count == target)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*promptui_command(), *args], capture_output=True, text=True,
-                          timeout=60)
-
-
+@pytest.mark.slow
 async def test_logs_shows_recent_entries_and_filters(tmp_path: Path) -> None:
     db = tmp_path / "j.db"
     await make_journal(db)
-    out = cli("logs", "demo", "-n", "4", "-j", str(db))
+    out = run_promptui("logs", "demo", "-n", "4", "-j", str(db))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 4
     seqs = [int(line.split()[0]) for line in lines]
     assert seqs == sorted(seqs)
     # A clean stop ends with its checkpoint, then the STOPPED transition (the spec's order)
-    last_two = cli("logs", "demo", "-n", "2", "--json", "-j", str(db))
+    last_two = run_promptui("logs", "demo", "-n", "2", "--json", "-j", str(db))
     tail = [json.loads(line) for line in last_two.stdout.splitlines()]
     assert [row["entry_type"] for row in tail] == ["checkpoint", "state_transition"]
     assert tail[1]["data"]["to_state"] == "stopped"
-    finished = cli("logs", "demo", "--type", "run_finished", "--json", "-j", str(db))
+    finished = run_promptui("logs", "demo", "--type", "run_finished", "--json", "-j", str(db))
     rows = [json.loads(line) for line in finished.stdout.splitlines()]
     assert len(rows) == 3 and {r["entry_type"] for r in rows} == {"run_finished"}
     assert rows[0]["entry_id"] == f"demo:{rows[0]['seq']}"
 
 
+@pytest.mark.slow
 async def test_logs_errors_name_the_fix(tmp_path: Path) -> None:
-    out = cli("logs", "demo", "-j", str(tmp_path / "missing.db"))
+    out = run_promptui("logs", "demo", "-j", str(tmp_path / "missing.db"))
     assert out.returncode == 2 and "no journal at" in out.stderr
     db = tmp_path / "j.db"
     await make_journal(db)
-    out = cli("logs", "other", "-j", str(db))
+    out = run_promptui("logs", "other", "-j", str(db))
     assert out.returncode == 2 and "processes: demo" in out.stderr
 
 
+@pytest.mark.slow
 async def test_logs_follow_really_follows(tmp_path: Path) -> None:
     db = tmp_path / "j.db"
     await make_journal(db, events=1)
@@ -80,33 +78,35 @@ async def test_logs_follow_really_follows(tmp_path: Path) -> None:
         follower.wait(10)
 
 
+@pytest.mark.slow
 async def test_export_writes_every_entry_as_json_lines(tmp_path: Path) -> None:
     db = tmp_path / "j.db"
     await make_journal(db, events=5)
-    out = cli("journal", "export", "demo", "-j", str(db))
+    out = run_promptui("journal", "export", "demo", "-j", str(db))
     assert out.returncode == 0
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))
     assert sum(r["entry_type"] == "event_accepted" for r in rows) == 5
 
 
+@pytest.mark.slow
 async def test_verify_reports_sound_and_damaged_journals(tmp_path: Path) -> None:
     db = tmp_path / "j.db"
     await make_journal(db)
-    ok = cli("journal", "verify", "-j", str(db))
+    ok = run_promptui("journal", "verify", "-j", str(db))
     assert ok.returncode == 0 and "is sound" in ok.stdout
     conn = sqlite3.connect(db)
     conn.execute("UPDATE entries SET data = '{\"tampered\":1}' WHERE process='demo' AND seq=5")
     conn.execute("DELETE FROM entries WHERE process='demo' AND seq=9")
     conn.commit()
     conn.close()
-    bad = cli("journal", "verify", "-j", str(db))
+    bad = run_promptui("journal", "verify", "-j", str(db))
     assert bad.returncode == 1
     assert "entry demo:5" in bad.stdout and "checksum" in bad.stdout
     assert "breaks at entry demo:10" in bad.stdout
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not a database at all")
-    out = cli("journal", "verify", "-j", str(garbage))
+    out = run_promptui("journal", "verify", "-j", str(garbage))
     assert out.returncode == 1 and "not an SQLite journal" in out.stdout
 
 
@@ -140,6 +140,7 @@ async def test_strict_recovery_refuses_to_start_on_an_unreadable_journal(tmp_pat
     assert not list(tmp_path.glob("*.damaged-*"))
 
 
+@pytest.mark.slow
 def test_cli_module_is_importable_without_a_terminal() -> None:
     out = subprocess.run([sys.executable, "-c", "import promptui.cli"], capture_output=True,
                          text=True, timeout=60)

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cli_demo import promptui_command
-from tests.e2e.test_serve import no_server_left_behind, poll, start_serve, write_agents
-from tests.e2e.test_serve_recovery import TOOLS, WRITER
+from tests.helpers.cli import promptui_command
+from tests.helpers.polling import poll
+from tests.helpers.serving import WRITER, WRITER_TOOLS, start_serve, write_agents
 
-__all__ = ["no_server_left_behind"]  # autouse: a failing test does not leave servers running
+pytestmark = pytest.mark.slow
 
 JOURNAL = Path(".promptui") / "journal.db"  # the manifests' default, from the test's folder
 SINCE = r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
@@ -165,7 +165,7 @@ def parked_write(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     agents = folder / "agents"
     agents.mkdir()
     (agents / "writer.agent").write_text(WRITER)
-    (agents / "ledger_tools.py").write_text(TOOLS)
+    (agents / "ledger_tools.py").write_text(WRITER_TOOLS)
     args = (str(agents), "--journal", str(JOURNAL))
     monkeypatch.setenv("PROMPTUI_CRASH_AT", "tool_intent:1")
     doomed = start_serve(folder, *args)

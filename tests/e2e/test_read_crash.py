@@ -13,11 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def worker(tmp: Path, *extra: str) -> tuple[int, list[str]]:
-    cmd = [sys.executable, "-m", "tests.e2e.read_crash_worker", "--db",
+    cmd = [sys.executable, "-m", "tests.helpers.workers.read_crash_worker", "--db",
            str(tmp / "journal.db"), "--reads", str(tmp / "reads.txt"), *extra]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60,
                           check=False)

@@ -10,10 +10,8 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,8 +24,9 @@ from promptui.cli import app
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, ToolContext, TriggerEvent
 from runtime_core.api.server import create_app, make_server
 from runtime_core.control import LocalControl, RemoteControl
-from tests.conftest import wait_for
-from tests.e2e.test_cli_demo import promptui_command
+from tests.helpers.cli import promptui_command
+from tests.helpers.polling import poll, wait_for
+from tests.helpers.ports import free_port
 
 T = TypeVar("T")
 TOKEN = "remote-cli-test-token-0123456789"
@@ -126,23 +125,16 @@ def books(address: str) -> dict[str, Any]:
     return dict(row)
 
 
-def until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
 def inject(address: str, payload: dict[str, Any], runs: int | None = None) -> str:
     """Inject an event; with ``runs``, wait until the process has finished that many runs."""
     event_id = on(address, lambda control: control.inject("books", payload))
     if runs is not None:
-        until(lambda: books(address)["invocations"] >= runs, f"{runs} run(s)")
+        poll(lambda: books(address)["invocations"] >= runs, 10, f"{runs} run(s)")
     return event_id
 
 
 # -- status ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_status_as_a_table_and_json_by_url_env_and_discovery(url: str, here: Path) -> None:
     inject(url, {"invoice": "A-1"}, runs=1)
     table = ok(remote(url, "status")).stdout
@@ -162,6 +154,7 @@ def test_status_as_a_table_and_json_by_url_env_and_discovery(url: str, here: Pat
 
 
 # -- start, stop, suspend, resume, restart -------------------------------------------------------
+@pytest.mark.slow
 def test_lifecycle_commands_change_the_state(url: str) -> None:
     steps = [("suspend", "suspended"), ("resume", "running"), ("stop", "stopped"),
              ("start", "running"), ("restart", "running")]
@@ -176,6 +169,7 @@ def test_lifecycle_commands_change_the_state(url: str) -> None:
 
 
 # -- dead letters --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_dead_letters_list_redeliver_and_clear(url: str) -> None:
     ok(remote(url, "suspend", "books"))
     first, second = (inject(url, {"invoice": f"B-{i}"}) for i in (1, 2))
@@ -190,18 +184,18 @@ def test_dead_letters_list_redeliver_and_clear(url: str) -> None:
     ok(remote(url, "start", "books"))
     redone = ok(remote(url, "dead-letters", "books", "--redeliver", first[:8]))
     assert redone.stdout.strip() == "books: 1 dead letter(s) redelivered"
-    until(lambda: books(url)["invocations"] == 1, "the redelivered run")
+    poll(lambda: books(url)["invocations"] == 1, 10, "the redelivered run")
     assert [r["event_id"] for r in json.loads(
         ok(remote(url, "dead-letters", "books", "--json")).stdout)] == [second]
     unknown = remote(url, "dead-letters", "books", "--redeliver", "zzzz")
     assert unknown.exit_code == 1 and "'zzzz' is not one of them" in unknown.stderr
 
     inject(url, {"script": "fail"})  # fails, no retries: dead-lettered
-    until(lambda: books(url)["dead_letters"] == 2, "the failed event's dead letter")
+    poll(lambda: books(url)["dead_letters"] == 2, 10, "the failed event's dead letter")
     everything = ok(remote(url, "dead-letters", "books", "--all", "--yes"))
     assert everything.stdout.strip() == "books: 2 dead letter(s) redelivered"
-    until(lambda: books(url)["invocations"] == 2 and books(url)["dead_letters"] == 1,
-          "the good event to run and the bad one to fail again")
+    poll(lambda: books(url)["invocations"] == 2 and books(url)["dead_letters"] == 1, 10,
+         "the good event to run and the bad one to fail again")
     (left,) = json.loads(ok(remote(url, "dead-letters", "books", "--json")).stdout)
     assert left["reason"] == "retries exhausted" and "the ledger is offline" in left["error"]
     cleared = ok(remote(url, "dead-letters", "books", "--clear", "--yes"))
@@ -212,6 +206,7 @@ def test_dead_letters_list_redeliver_and_clear(url: str) -> None:
 
 
 # -- logs ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_logs_reads_the_journal_over_the_api(url: str) -> None:
     inject(url, {"invoice": "C-1"}, runs=1)
     lines = ok(remote(url, "logs", "books", "-n", "4")).stdout.splitlines()
@@ -226,6 +221,7 @@ def test_logs_reads_the_journal_over_the_api(url: str) -> None:
     assert missing.exit_code == 1 and "no process named 'nope'" in missing.stderr
 
 
+@pytest.mark.slow
 def test_logs_follow_prints_new_entries_until_ctrl_c(url: str, here: Path) -> None:
     inject(url, {"invoice": "D-1"}, runs=1)
     env = {**os.environ, "PROMPTUI_URL": url, "PROMPTUI_TOKEN": TOKEN}
@@ -256,6 +252,7 @@ def test_logs_follow_prints_new_entries_until_ctrl_c(url: str, here: Path) -> No
 
 
 # -- rewind --------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_rewind_lists_plans_and_applies_through_the_server(url: str) -> None:
     for i, invoice in enumerate(("E-1", "E-2", "E-3"), start=1):
         inject(url, {"invoice": invoice}, runs=i)
@@ -282,13 +279,12 @@ def test_rewind_lists_plans_and_applies_through_the_server(url: str) -> None:
 
 
 # -- wrong token, unreachable, no server ---------------------------------------------------
+@pytest.mark.slow
 def test_a_wrong_token_and_an_unreachable_url_say_so(url: str) -> None:
     refused = cli("status", "--url", url, "--token", "not-the-token-at-all-000")
     assert refused.exit_code == 1
     assert "refused the token" in refused.stderr and "--token" in refused.stderr
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{free_port()}"  # a port nothing listens on
     for command in (["status"], ["stop", "books"], ["dead-letters", "books"],
                     ["logs", "books"]):
         away = cli(*command, "--url", closed, "--token", TOKEN)

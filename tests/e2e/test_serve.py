@@ -6,170 +6,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.test_cli_demo import promptui_command
+from tests.helpers.cli import promptui_command
+from tests.helpers.polling import poll
+from tests.helpers.serving import Served, start_serve, write_agents
 
-START_TIMEOUT = 30.0
-STOP_TIMEOUT = 30.0
-STARTED: list[subprocess.Popen[bytes]] = []  # every server this module started
-
-WORKER = """\
-version: "1.0"
-name: {name}
-instructions: Do the task.
-model:
-  provider: scripted
-  turns:
-    - reply: Done.
-journal: {{level: checkpoint}}
-health: {{enabled: true, on_anomaly: log}}
-incidents: {{fingerprint: payload.summary}}
-"""
-BROKEN = """\
-version: "1.0"
-name: broken
-instructions: Deploy.
-model:
-  provider: scripted
-  turns:
-    - raise: the target refused the connection
-journal: {level: checkpoint}
-config:
-  trigger_delivery: {max_retries: 0}
-  max_consecutive_failures: 1000
-"""
-JUDGE = """\
-version: "1.0"
-name: judge
-instructions: Answer with a solution.
-model:
-  provider: scripted
-  turns:
-    - reply: ""
-profile:
-  name: judge
-  version: "1"
-  completion: {evaluator: solution}
-journal: {level: checkpoint}
-"""
-
-
-def write_agents(folder: Path, *, worker_names: tuple[str, ...] = ("worker",),
-                 broken: bool = True, judge: bool = True) -> Path:
-    agents = folder / "agents"
-    agents.mkdir(parents=True, exist_ok=True)
-    for name in worker_names:
-        (agents / f"{name}.agent").write_text(WORKER.format(name=name))
-    if broken:
-        (agents / "broken.agent").write_text(BROKEN)
-    if judge:
-        (agents / "judge.agent").write_text(JUDGE)
-    return agents
-
-
-def poll(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
-    """``predicate()``'s first truthy value; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(0.02)
-
-
-@dataclass
-class Served:
-    """A running ``promptui serve`` and how to reach it."""
-
-    proc: subprocess.Popen[bytes]
-    folder: Path
-    log: Path
-    url: str
-    token: str
-    ready_line: str
-    clients: list[httpx.Client] = field(default_factory=list)
-
-    def client(self, *, token: str | None = None, **headers: str) -> httpx.Client:
-        given = self.token if token is None else token
-        auth = {"Authorization": f"Bearer {given}"} if given else {}
-        client = httpx.Client(base_url=f"{self.url}/api/v1", headers={**auth, **headers},
-                              timeout=httpx.Timeout(15.0))
-        self.clients.append(client)
-        return client
-
-    def stderr(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
-        for client in self.clients:
-            client.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            pytest.fail(f"promptui serve did not stop within {timeout}s:\n{self.stderr()}")
-
-
-def start_serve(folder: Path, *args: str, token: str | None = None,
-                log_name: str = "serve.log") -> Served:
-    """``promptui serve --port 0 ARGS`` in ``folder``; returns once it is listening."""
-    folder.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PROMPTUI_DEMO_WEBHOOK_PORT": "0",
-           "PROMPTUI_DEMO_DIR": str(folder / "demo")}
-    env.pop("PROMPTUI_TOKEN", None)
-    if token is not None:
-        env["PROMPTUI_TOKEN"] = token
-    log = folder / log_name
-    with log.open("wb") as sink:
-        proc = subprocess.Popen([*promptui_command(), "serve", "--port", "0", *args],
-                                cwd=folder, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=sink)
-    STARTED.append(proc)
-
-    def listening() -> re.Match[str] | None:
-        if proc.poll() is not None:
-            pytest.fail(f"promptui serve exited {proc.returncode}:\n{log.read_text()}")
-        return re.search(r"promptui serve: listening on (http://\S+) \((.*)\)",
-                         log.read_text(errors="replace"))
-
-    try:
-        found = poll(listening, START_TIMEOUT, "promptui serve to listen")
-    except BaseException:
-        proc.kill()
-        proc.wait(10)
-        raise
-    discovery = json.loads((folder / ".promptui" / "serve.json").read_text())
-    assert discovery["url"] == found.group(1) and discovery["pid"] == proc.pid
-    secret = token if token is not None else \
-        Path(discovery["token_file"]).read_text().strip()
-    return Served(proc, folder, log, found.group(1), secret, found.group(0))
-
-
-@pytest.fixture(autouse=True)
-def no_server_left_behind() -> Iterator[None]:
-    """A test that fails half-way does not leave its servers running."""
-    before = set(map(id, STARTED))
-    yield
-    for proc in STARTED:
-        if id(proc) not in before and proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -8,35 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_serve import no_server_left_behind, poll, start_serve
+from tests.helpers.polling import poll
+from tests.helpers.serving import WRITER, WRITER_TOOLS, start_serve
 
-__all__ = ["no_server_left_behind"]  # autouse: a failing test does not leave servers running
-
-WRITER = """\
-version: "1.0"
-name: writer
-instructions: Book the payment.
-model:
-  provider: scripted
-  turns:
-    - tool_calls: [{name: book_payment, args: {ref: $payload.ref}}]
-    - reply: Booked.
-tools:
-  - {path: "ledger_tools:book_payment", effect: write}
-journal: {level: checkpoint}
-"""
-TOOLS = '''\
-from pathlib import Path
-
-LEDGER = Path(__file__).resolve().parent.parent / "ledger.txt"
-
-
-def book_payment(ref: str) -> str:
-    """Append one line per booking: the test counts them."""
-    with LEDGER.open("a", encoding="utf-8") as ledger:
-        ledger.write(ref + "\\n")
-    return f"booked {ref}"
-'''
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(("outcome", "final"), [
@@ -49,7 +24,7 @@ def test_a_run_killed_mid_write_is_reconciled_over_the_api(
     agents = tmp_path / "agents"
     agents.mkdir()
     (agents / "writer.agent").write_text(WRITER)
-    (agents / "ledger_tools.py").write_text(TOOLS)
+    (agents / "ledger_tools.py").write_text(WRITER_TOOLS)
     args = (str(agents), "--journal", str(tmp_path / "journal.db"))
 
     monkeypatch.setenv("PROMPTUI_CRASH_AT", "tool_intent:1")

@@ -29,9 +29,9 @@ from runtime_core.http.limits import (
     default_max_connections,
 )
 from runtime_core.http.log_throttle import RepeatFilter
-from tests.e2e.test_cli_demo import promptui_command
-from tests.e2e.test_serve import poll
-from tests.served import TOKEN, served
+from tests.helpers.cli import promptui_command
+from tests.helpers.polling import poll
+from tests.helpers.serving import TOKEN, served
 
 FILE_LIMIT = 256
 IDLE = 300  # per server: more than the process may open
@@ -98,6 +98,7 @@ def _idle(port: int, count: int) -> list[socket.socket]:
     return [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)]
 
 
+@pytest.mark.slow
 def test_idle_connections_past_the_file_limit_do_not_take_the_servers_down(
         limited_serve: tuple[str, str, Path]) -> None:
     url, token, log = limited_serve
@@ -147,6 +148,7 @@ def _closed_by_server(sock: socket.socket) -> bool:
 
 
 # -- in process: the same limits on a server in this test's loop ------------------------------
+@pytest.mark.slow
 async def test_a_client_that_trickles_its_headers_is_cut_off(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_HEADER_TIMEOUT, "0.5")
@@ -170,6 +172,7 @@ async def test_a_client_that_trickles_its_headers_is_cut_off(
             assert (await client.get(f"{url}/api/v1/health")).status_code == 200
 
 
+@pytest.mark.slow
 async def test_connections_beyond_the_budget_get_503_and_existing_ones_go_on(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_MAX_CONNECTIONS, "4")
@@ -196,6 +199,7 @@ async def test_connections_beyond_the_budget_get_503_and_existing_ones_go_on(
                 await asyncio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_a_webhook_flood_leaves_the_control_api_its_reserve(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_MAX_CONNECTIONS, "8")  # webhooks may hold 7: one is the API's

@@ -9,7 +9,6 @@ import json
 import re
 import shlex
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,18 +20,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.ports import free_port
+
 PROCESS = "flaky-deployer"  # fails every other build: dead letters after a few seconds
 WIDTH, HEIGHT = 80, 24
 DEADLINE = 60.0  # the whole test; each wait below takes what is left, at most its own cap
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
-                                reason="tmux is not installed (needed to drive a real terminal)")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None,
+                       reason="tmux is not installed (needed to drive a real terminal)"),
+]
 
 
 class Tmux:
@@ -62,7 +60,7 @@ class Tmux:
     def alive(self) -> bool:
         return self.run("has-session", "-t", self.session, check=False).returncode == 0
 
-    def wait_for(self, what: str, condition: Callable[[str], bool], cap: float = 20.0) -> str:
+    def expect(self, what: str, condition: Callable[[str], bool], cap: float = 20.0) -> str:
         """Poll the pane until ``condition(screen)`` holds; fail with the last screen."""
         until = min(time.monotonic() + cap, self.started + DEADLINE)
         screen = ""
@@ -131,21 +129,21 @@ def test_redeliver_dead_letters_from_the_detail_screen(tmp_path: Path, tmux: Tmu
     # The exit code lands in a file: the pane closes with the command.
     tmux.start(tmp_path, f"{ui}; echo $? > {shlex.quote(str(exit_file))}")
 
-    tmux.wait_for(f"the table with {PROCESS} holding a dead letter",
-                  lambda s: (dead_count(s, PROCESS) or 0) > 0, cap=25)
+    tmux.expect(f"the table with {PROCESS} holding a dead letter",
+               lambda s: (dead_count(s, PROCESS) or 0) > 0, cap=25)
     assert not redeliveries(journal, PROCESS)
 
     tmux.keys("/")  # filter, typed live; Enter keeps it and gives the table the focus
-    tmux.wait_for("the filter box", lambda s: "filter:" in s, cap=5)
+    tmux.expect("the filter box", lambda s: "filter:" in s, cap=5)
     tmux.keys(PROCESS, literal=True)
-    tmux.wait_for("the filtered table", lambda s: "│ looper " not in s
-                  and f"│ {PROCESS} " in s, cap=5)
+    tmux.expect("the filtered table", lambda s: "│ looper " not in s
+               and f"│ {PROCESS} " in s, cap=5)
     tmux.keys("Enter")
     tmux.keys("Enter")  # open the only row (also when it reaches the box before the focus moves)
-    tmux.wait_for("the detail screen", lambda s: "3 Dead" in s, cap=15)
+    tmux.expect("the detail screen", lambda s: "3 Dead" in s, cap=15)
     tmux.keys("3")
     tmux.keys("R")  # redeliver all: a bulk action asks first, Cancel focused
-    tmux.wait_for("the redeliver question", lambda s: "distinct payload" in s, cap=5)
+    tmux.expect("the redeliver question", lambda s: "distinct payload" in s, cap=5)
     tmux.keys("Tab", "Enter")  # from Cancel to "Redeliver all"
 
     deadline = time.monotonic() + 8
@@ -154,8 +152,8 @@ def test_redeliver_dead_letters_from_the_detail_screen(tmp_path: Path, tmux: Tmu
     assert redeliveries(journal, PROCESS), f"no redelivery journaled; screen:\n{tmux.screen()}"
 
     tmux.keys("Escape")
-    tmux.wait_for("the dashboard again", lambda s: " Process " in s and "3 Dead" not in s,
-                  cap=5)
+    tmux.expect("the dashboard again", lambda s: " Process " in s and "3 Dead" not in s,
+               cap=5)
     tmux.keys("q")
     deadline = time.monotonic() + 10
     answered = False
@@ -208,22 +206,22 @@ def test_the_activity_feed_stays_live_through_screens_filter_and_resize(
                      str(promptui), "ui", "--journal", str(tmp_path / "j.db")])
     tmux.start(tmp_path, ui)
     tmux.started = time.monotonic() - DEADLINE + 90  # this test walks through more steps
-    tmux.wait_for("the dashboard with live activity", activity_is_live, cap=25)
+    tmux.expect("the dashboard with live activity", activity_is_live, cap=25)
     tmux.keys("Enter")
-    tmux.wait_for("the detail screen", lambda s: "3 Dead" in s, cap=8)
+    tmux.expect("the detail screen", lambda s: "3 Dead" in s, cap=8)
     time.sleep(1.5)  # away long enough for the dashboard's feeds to miss lines
     tmux.keys("Escape")
-    tmux.wait_for("live activity after a trip to a process", activity_is_live, cap=15)
+    tmux.expect("live activity after a trip to a process", activity_is_live, cap=15)
     tmux.keys("/")
-    tmux.wait_for("the filter box", lambda s: "filter:" in s, cap=5)
-    tmux.wait_for("live activity with the filter box open", activity_is_live, cap=15)
+    tmux.expect("the filter box", lambda s: "filter:" in s, cap=5)
+    tmux.expect("live activity with the filter box open", activity_is_live, cap=15)
     tmux.keys("Escape")
-    tmux.wait_for("live activity after the filter box closed",
-                  lambda s: "filter:" not in s and activity_is_live(s), cap=15)
+    tmux.expect("live activity after the filter box closed",
+               lambda s: "filter:" not in s and activity_is_live(s), cap=15)
     tmux.run("resize-window", "-t", tmux.session, "-x", "100", "-y", "30")
-    tmux.wait_for("live activity at 100x30", activity_is_live, cap=15)
+    tmux.expect("live activity at 100x30", activity_is_live, cap=15)
     tmux.run("resize-window", "-t", tmux.session, "-x", str(WIDTH), "-y", str(HEIGHT))
-    tmux.wait_for("live activity back at 80x24", activity_is_live, cap=15)
+    tmux.expect("live activity back at 80x24", activity_is_live, cap=15)
     time.sleep(4)  # and a few seconds later, still
-    tmux.wait_for("live activity a few seconds later", activity_is_live, cap=15)
+    tmux.expect("live activity a few seconds later", activity_is_live, cap=15)
     tmux.keys("q")

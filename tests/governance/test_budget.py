@@ -21,7 +21,7 @@ from runtime_core import (
 )
 from runtime_core.journal import InMemoryJournal
 from runtime_core.manifest.loader import ManifestError, parse_manifest
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 CALLS: list[str] = []
 

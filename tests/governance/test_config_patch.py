@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from runtime_core import AgentRuntime, ProcessConfig, TriggerEvent
 from runtime_core.governance.config_patch import ConfigPatchError, apply_patch
 from runtime_core.governance.health import HealthConfig
-from tests.served import eventually
+from tests.helpers.polling import wait_for
 
 
 def test_a_patch_merges_and_null_goes_back_to_the_default() -> None:
@@ -94,7 +94,7 @@ async def test_a_live_process_picks_up_windows_and_enabled() -> None:
                                "cooldown": 0})
         for n in range(4):
             await process.inject(TriggerEvent("t", "fail", {"n": n}))
-        await eventually(lambda: bool(process.health_anomalies()), what="high_error_rate")
+        await wait_for(lambda: bool(process.health_anomalies()), what="high_error_rate")
         anomalies = process.health_anomalies()
         assert anomalies is not None and anomalies[0]["type"] == "high_error_rate"
         assert process.clear_health_anomalies() == len(anomalies)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from runtime_core import AgentProcess, EventBus, ProcessConfig, ProcessState, TriggerEvent
+from runtime_core import AgentProcess, EventBus, ProcessConfig, ProcessState, TriggerEvent, tool
 from runtime_core.governance import escalation as escalation_module
 from runtime_core.governance.escalation import (
     EscalationRefused,
@@ -22,7 +22,8 @@ from runtime_core.governance.escalation import (
     check_public_address,
     ip_literal,
 )
-from tests.conftest import record, wait_for
+from tests.helpers.events import record
+from tests.helpers.polling import wait_for
 
 
 @dataclass
@@ -206,14 +207,17 @@ STUCK = {"provider": "scripted", "turns": [
     {"reply": "gave up"}]}
 
 
-def poll(q: str) -> str:
+def poll_jobs(q: str) -> str:
     return "still busy"
+
+
+POLL = tool(poll_jobs, name="poll")  # the tool the stuck model keeps calling
 
 
 def stuck_process(escalation: dict[str, Any]) -> AgentProcess:
     return AgentProcess("watcher", ProcessConfig(model=STUCK, health={
         "enabled": True, "on_anomaly": "escalate", "stuck_threshold": 3,
-        "escalation": escalation}), tools=[poll])
+        "escalation": escalation}), tools=[POLL])
 
 
 async def test_health_escalation_posts_the_documented_json(receiver: Receiver) -> None:

@@ -640,6 +640,7 @@ call_st = st.tuples(st.sampled_from("abc"), st.integers(0, 1))
 runs_st = st.lists(st.lists(call_st, max_size=30), min_size=1, max_size=3)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(runs=runs_st, threshold=st.integers(2, 5), window=st.integers(4, 14),
        repeats=st.integers(2, 4))
@@ -665,6 +666,7 @@ def test_stuck_and_loop_match_brute_force(
     asyncio.run(go())
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(runs=runs_st, window=st.integers(4, 10), repeats=st.integers(2, 3),
        new_window=st.integers(4, 10), cut=st.integers(0, 30))

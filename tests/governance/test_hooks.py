@@ -9,7 +9,7 @@ import pytest
 
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, TriggerEvent
 from runtime_core.governance.hooks import HookBlocked, HookContext, HookEvent, HookManager
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 SEEN: list[Any] = []
 

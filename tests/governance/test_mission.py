@@ -18,7 +18,8 @@ from runtime_core import (
     TriggerEvent,
 )
 from runtime_core.journal import InMemoryJournal
-from tests.conftest import record, wait_for
+from tests.helpers.events import record
+from tests.helpers.polling import wait_for
 
 
 def book(ctx: ToolContext) -> int:

@@ -38,9 +38,8 @@ from runtime_core import AgentRuntime
 from runtime_core.control import ControlError, ControlPlane, LocalControl, RemoteControl
 from runtime_core.events import EventNotifier, HealthAnomaly, RunFinished, RuntimeEvent
 from runtime_core.governance.redaction import hide_credentials, literal_redactor
-from tests.e2e.test_cli_demo import promptui_command
-from tests.e2e.test_serve import start_serve
-from tests.governance.planted import (
+from tests.helpers.cli import promptui_command
+from tests.helpers.planted import (
     REPLY,
     Driven,
     Findings,
@@ -49,8 +48,9 @@ from tests.governance.planted import (
     plant_environment,
     write_agents,
 )
-from tests.tui.conftest import tap, until
-from tests.tui.test_dashboard import make_app, rows, select
+from tests.helpers.polling import until
+from tests.helpers.room import demo_app, rows, select, tap
+from tests.helpers.serving import start_serve
 
 MODES = ("both", "conversation_only", "code_only", "summarize", "cancel")
 #: The modes the HTTP API and the control plane both take (the API names the others
@@ -113,6 +113,7 @@ async def read_everything(control: ControlPlane, driven: Driven, seen: Findings,
     seen.check("name/read_only/link", [control.name, control.read_only, control.link])
 
 
+@pytest.mark.slow
 async def test_no_read_of_the_control_plane_shows_the_secret(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert protocol_members() == COMMANDS | VIEW_COMMANDS | READS
@@ -244,6 +245,7 @@ def cli(folder: Path, seen: Findings, *args: str) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_no_route_stream_or_command_shows_the_secret(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     plant_environment(monkeypatch)
@@ -329,9 +331,10 @@ def screen_words(app: ControlRoom) -> str:
     return "\n".join(shown) + console.export_text()
 
 
+@pytest.mark.slow
 async def test_no_screen_shows_the_secret(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    app = make_app(planted_runtime(tmp_path, monkeypatch))
+    app = demo_app(planted_runtime(tmp_path, monkeypatch))
     app.animation_level = "none"
     seen = findings()
     async with app.run_test(size=(120, 40)) as pilot:

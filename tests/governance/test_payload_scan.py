@@ -7,7 +7,7 @@ import pytest
 
 from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
 from runtime_core.governance.payload_scan import scan_payload
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 
 @pytest.mark.parametrize(("payload", "expected"), [

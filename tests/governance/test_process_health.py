@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime_core import AgentProcess, EventBus, ProcessConfig, ProcessState, TriggerEvent
+from runtime_core import AgentProcess, EventBus, ProcessConfig, ProcessState, TriggerEvent, tool
 from runtime_core.journal import InMemoryJournal
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 STUCK = {"provider": "scripted", "turns": [{"reply": "fine"}],
          "scripts": {"stuck": [{"tool_calls": [{"name": "poll", "args": {"q": "jobs"}}],
@@ -16,14 +16,17 @@ STUCK = {"provider": "scripted", "turns": [{"reply": "fine"}],
          "select": {"by_payload_field": "script"}}
 
 
-def poll(q: str) -> str:
+def poll_jobs(q: str) -> str:
     return "still busy"
+
+
+POLL = tool(poll_jobs, name="poll")  # the tool the stuck model keeps calling
 
 
 def make(on_anomaly: str = "pause", **health: Any) -> AgentProcess:
     config = ProcessConfig(model=STUCK, health={"enabled": True, "on_anomaly": on_anomaly,
                                                 "stuck_threshold": 3, **health})
-    return AgentProcess("watcher", config, tools=[poll])
+    return AgentProcess("watcher", config, tools=[POLL])
 
 
 async def run(process: AgentProcess, script: str = "ok") -> None:
@@ -58,7 +61,7 @@ async def test_log_keeps_running_and_stop_stops_for_good() -> None:
     assert logged.state is ProcessState.RUNNING and logged.status()["health_anomalies"] == 1
     await logged.stop()
     stopper = AgentProcess("s", ProcessConfig(model=STUCK, restart_policy="always", health={
-        "enabled": True, "on_anomaly": "stop", "stuck_threshold": 3}), tools=[poll])
+        "enabled": True, "on_anomaly": "stop", "stuck_threshold": 3}), tools=[POLL])
     await stopper.start()
     await run(stopper, "stuck")
     await wait_for(lambda: stopper.state is ProcessState.STOPPED)
@@ -71,7 +74,7 @@ async def test_escalate_emits_on_the_bus_then_suspends() -> None:
     bus.subscribe("ops.health", got.append)
     process = AgentProcess("watcher", ProcessConfig(model=STUCK, health={
         "enabled": True, "on_anomaly": "escalate", "stuck_threshold": 3,
-        "escalation": {"event_type": "ops.health"}}), tools=[poll], event_bus=bus)
+        "escalation": {"event_type": "ops.health"}}), tools=[POLL], event_bus=bus)
     await process.start()
     await run(process, "stuck")
     await wait_for(lambda: process.state is ProcessState.SUSPENDED and bool(got))
@@ -99,11 +102,11 @@ async def test_health_history_survives_a_restart_through_the_journal() -> None:
     journal = InMemoryJournal()
     config = ProcessConfig(model=STUCK, journal={"level": "checkpoint", "backend": "memory"},
                            health={"enabled": True, "stuck_threshold": 3})
-    first = AgentProcess("watcher", config, tools=[poll], journal=journal)
+    first = AgentProcess("watcher", config, tools=[POLL], journal=journal)
     await first.start()
     await run(first, "stuck")
     await first.stop()
-    second = AgentProcess("watcher", config, tools=[poll], journal=journal)
+    second = AgentProcess("watcher", config, tools=[POLL], journal=journal)
     await second.start()
     assert second.status()["health_anomalies"] == 1
     await run(second, "stuck")  # still within the cooldown after the restart: not reported

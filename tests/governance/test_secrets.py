@@ -10,7 +10,7 @@ import pytest
 
 from runtime_core import AgentProcess, ProcessConfig, ProcessState, ToolContext, TriggerEvent
 from runtime_core.governance.secrets import SecretError
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 SECRET = "sk-planted-7f3a9c1e5b2d"
 

@@ -1,7 +1,7 @@
 """One suite that every journal backend must pass, plus the SQLite backend's own guarantees.
 
 The ``journal`` fixture yields an opened InMemoryJournal, SQLiteJournal or PostgresJournal (on
-a fresh schema of the worker's throwaway PostgreSQL, tests/pgserver.py); the tests only use
+a fresh schema of the worker's throwaway PostgreSQL, tests/helpers/postgres.py); the tests only use
 the JournalProvider protocol unless they are explicitly about SQLite (durability on disk, WAL,
 reopening, damage handling, corruption, group commit). PostgreSQL's own guarantees are in
 test_postgres_journal.py.
@@ -38,7 +38,7 @@ from runtime_core.journal import (
 T0 = 1_700_000_000.0
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
     j: Any
     if request.param == "memory":

@@ -18,8 +18,9 @@ import pytest
 
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, TriggerEvent
 from runtime_core.journal import SQLiteJournal
-from tests.conftest import record, wait_for
-from tests.served import TOKEN, served
+from tests.helpers.events import record
+from tests.helpers.polling import wait_for
+from tests.helpers.serving import TOKEN, served
 
 ECHO = ProcessConfig(model="echo", journal={"level": "checkpoint"})
 
@@ -77,6 +78,7 @@ async def test_a_held_write_lock_degrades_the_journal_and_it_heals_by_itself(
         await reader.close()
 
 
+@pytest.mark.slow
 async def test_the_runtime_announces_the_fault_and_health_answers_503(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     runtime = AgentRuntime()
@@ -132,6 +134,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
+@pytest.mark.slow
 async def test_a_full_disk_degrades_the_journal_loses_nothing_and_heals(
         small_disk: Path) -> None:
     path = small_disk / "journal.db"

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -29,6 +30,8 @@ from runtime_core.journal import (
     SQLiteJournal,
     StoredDeadLetter,
 )
+
+pytestmark = pytest.mark.slow
 
 PROCESSES = ("alpha", "beta")
 EVENT_IDS = tuple(f"e{i}" for i in range(5))  # a small pool, so ids collide and get reused

@@ -1,6 +1,6 @@
 """A damaged journal is caught when a runtime opens it, before anything runs.
 
-The journal is made the way a crash makes it (tests/e2e/crash_worker.py, SIGKILLed right after
+The journal is made the way a crash makes it (helpers/workers/crash_worker.py, SIGKILLed right after
 a write tool's intent is durable, then restarted once so the run is parked waiting with
 ``unknown_write_outcome``); then bytes are damaged. Before these checks, some of that damage
 (the open run's index row, a run index entry) made the next start resume the run or re-queue
@@ -27,6 +27,8 @@ from runtime_core.control import offline
 from runtime_core.journal import DamagedJournal, JournalError, SQLiteJournal
 from runtime_core.journal.sqlite.check import find_damage
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = 4096
 
@@ -36,8 +38,9 @@ def worker(folder: Path, *args: str, crash: str | None = None) -> subprocess.Com
     if crash:
         env["PROMPTUI_CRASH_AT"] = crash
     return subprocess.run(
-        [sys.executable, "-m", "tests.e2e.crash_worker", "--db", str(folder / "journal.db"),
-         "--ledger", str(folder / "ledger.txt"), "--exit-when-idle", *args],
+        [sys.executable, "-m", "tests.helpers.workers.crash_worker",
+         "--db", str(folder / "journal.db"), "--ledger", str(folder / "ledger.txt"),
+         "--exit-when-idle", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 

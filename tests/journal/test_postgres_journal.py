@@ -4,7 +4,7 @@ crash under load survived with every acknowledged entry kept exactly once, text 
 cannot hold, the schema's migrations, the wiring from a config, and a DSN password never shown.
 
 Each test gets a fresh schema on the worker's throwaway PostgreSQL (``pg_dsn``, see
-tests/pgserver.py); the ones that stop the server start it again before they end.
+tests/helpers/postgres.py); the ones that stop the server start it again before they end.
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ from runtime_core.journal import (
 from runtime_core.journal.factory import make_journal, preflight
 from runtime_core.journal.postgres import writer as postgres_writer
 from runtime_core.journal.postgres.schema import SCHEMA_VERSION
-from tests.conftest import wait_for
-from tests.pgserver import PgServer
+from tests.helpers.polling import wait_for
+from tests.helpers.postgres import PgServer
+
+pytestmark = pytest.mark.slow
 
 SECRET = "S3cret-pw-4711"
 

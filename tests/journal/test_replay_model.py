@@ -11,12 +11,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from runtime_core.journal import InMemoryJournal, JournalEntry, SQLiteJournal
 from runtime_core.journal.replay import ReplayEngine
+
+pytestmark = pytest.mark.slow
 
 KEYS = st.sampled_from(["a", "b", "c"])
 VALUES = st.one_of(st.integers(-5, 5), st.text(max_size=4), st.none(),

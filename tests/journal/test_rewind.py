@@ -17,7 +17,7 @@ from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.rewind import UnknownEntry, fold_context
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 GATE: asyncio.Event | None = None
 

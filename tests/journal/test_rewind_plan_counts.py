@@ -12,7 +12,7 @@ from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.offline_rewind import plan_offline
 from runtime_core.journal.provider import JournalProvider, ReadFilter
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 CAP = 10
 # Every run says the same two things: content cannot tell one run's messages from another's.

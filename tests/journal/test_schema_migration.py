@@ -39,6 +39,7 @@ def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
         return conn.execute(sql).fetchall()
 
 
+@pytest.mark.slow
 def test_a_schema_2_journal_left_by_a_kill_migrates_and_recovers(tmp_path: Path) -> None:
     db, ledger = tmp_path / "journal.db", tmp_path / "ledger.txt"
     shutil.copy(DATA / "journal-v2-crashed.db", db)
@@ -51,7 +52,7 @@ def test_a_schema_2_journal_left_by_a_kill_migrates_and_recovers(tmp_path: Path)
 
     env = {k: v for k, v in os.environ.items() if k != "PROMPTUI_CRASH_AT"}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.e2e.crash_worker", "--db", str(db), "--ledger",
+        [sys.executable, "-m", "tests.helpers.workers.crash_worker", "--db", str(db), "--ledger",
          str(ledger), "--exit-when-idle"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

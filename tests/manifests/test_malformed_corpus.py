@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from promptui.cli.main import app
-from tests.e2e.test_cli_demo import promptui_command
+from tests.helpers.cli import promptui_command
 
 CORPUS = Path(__file__).resolve().parent / "malformed"
 FILES = sorted(CORPUS.glob("*.agent"))
@@ -169,6 +169,7 @@ def test_validate_refuses_each_malformed_manifest_at_its_place(
     assert fragment in first["msg"], first.group(0)
 
 
+@pytest.mark.slow
 def test_the_real_command_refuses_the_whole_corpus_in_one_run(tmp_path: Path) -> None:
     """One ``promptui validate`` over the folder: every file reported, nothing else said."""
     env = {k: v for k, v in os.environ.items() if k != "PROMPTUI_CORPUS_SURELY_UNSET"}

@@ -80,6 +80,7 @@ def test_aliases_and_merge_keys_within_the_caps_load_with_positions_at_the_alias
     assert problem.startswith("m.agent:4:5: triggers[0]: topic does not apply")
 
 
+@pytest.mark.slow
 def test_the_caps_hold_at_their_edges() -> None:
     # nodes: the root mapping, name and a, world and its mapping, l and its list, the items
     items = MAX_NODES - 7
@@ -185,6 +186,7 @@ def test_the_valid_manifest_loads() -> None:
     assert parse_manifest(VALID, Path("fuzz.agent")).name == "fuzzed"
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutations())
 def test_a_mutated_manifest_loads_or_raises_positioned_problems(text: str) -> None:

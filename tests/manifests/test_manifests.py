@@ -19,7 +19,7 @@ from runtime_core.manifest.loader import (
     load_manifest,
     parse_manifest,
 )
-from tests.e2e.test_cli_demo import promptui_command
+from tests.helpers.cli import promptui_command
 
 DEMO = Path(__file__).resolve().parents[2] / "demo_manifests"
 
@@ -118,6 +118,7 @@ def test_server_entries_keep_credentials_as_references(
                                  "when the server connects)"]
 
 
+@pytest.mark.slow
 def test_validate_connect_lists_each_servers_tools_and_effects(tmp_path: Path) -> None:
     out = subprocess.run([*promptui_command(), "validate", "--connect",
                           str(DEMO / "changelog.agent")],
@@ -187,6 +188,7 @@ def test_garbage_only_ever_raises_manifest_error(text: str) -> None:
         parse_manifest(text, Path("fuzz.agent"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", list(TEMPLATES))
 def test_init_templates_validate_and_never_overwrite(tmp_path: Path, template: str) -> None:
     target = tmp_path / f"{template}.agent"
@@ -204,6 +206,7 @@ def test_init_templates_validate_and_never_overwrite(tmp_path: Path, template: s
     assert target.read_text() == before
 
 
+@pytest.mark.slow
 def test_validate_exits_1_and_lists_problems(tmp_path: Path) -> None:
     bad = tmp_path / "bad.agent"
     bad.write_text("name: bad\ntriggers:\n  - {type: cron}\n")

@@ -6,31 +6,21 @@ twice. A webhook port in use is a warning. A manifest that validates cleanly doe
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cli_demo import promptui_command
-from tests.e2e.test_start_failures import CASES, manifest, tools, write_case
+from tests.helpers.cli import promptui_command
+from tests.helpers.ports import free_port
+from tests.helpers.start_failures import CASES, manifest, tools, write_case
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG = 90.0
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    sock = socket.socket()
-    try:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        yield sock.getsockname()[1]
-    finally:
-        sock.close()
 
 
 def promptui(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -119,9 +109,7 @@ def test_scripts_watch_paths_and_webhook_paths(tmp_path: Path) -> None:
     (tmp_path / "watch.agent").write_text(manifest(
         "watch", f"triggers:\n  - {{type: file_watch, watch_path: '{tmp_path}/a-file/inbox'}}\n"))
     hooks = "triggers:\n  - {type: webhook, webhook_port: PORT, webhook_path: /in}\n"
-    with socket.socket() as probe:  # a port free now; both hooks want /in on it
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # free now; both hooks want /in on it
     (tmp_path / "hook-a.agent").write_text(manifest("hook-a", hooks.replace("PORT", str(port))))
     (tmp_path / "hook-b.agent").write_text(manifest("hook-b", hooks.replace("PORT", str(port))))
     done = promptui(["validate", str(tmp_path)], tmp_path)

@@ -34,7 +34,7 @@ from runtime_core.events import ToolProgress
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.replay import rebuild_run
 from runtime_core.runs.progress import ProgressReporter
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 
 def b64(raw: bytes) -> str:

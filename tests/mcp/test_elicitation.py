@@ -1,5 +1,5 @@
-"""Elicitation and sampling through AgentProcess with a real MCP server (tests/mcp/asking_server.py
-over stdio, and once over streamable HTTP): a server's question parks the run in ``waiting``
+"""Elicitation and sampling through AgentProcess with a real MCP server (our asking server, over
+stdio, and once over streamable HTTP): a server's question parks the run in ``waiting``
 (reason ``elicitation``) until an operator answers through the control plane (accept with values
 checked against the form, decline, cancel), the timeout answers cancel, a stop answers cancel;
 sampling is answered by the process's scripted model, counted and journaled as a model turn."""
@@ -12,74 +12,37 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime_core import AgentProcess, AgentRuntime, TriggerEvent
-from runtime_core.control import ControlError, LocalControl
+from runtime_core import TriggerEvent
+from runtime_core.control import ControlError
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.journal.replay import rebuild_run
-from runtime_core.runs.run import Run
-from tests.conftest import wait_for
+from tests.helpers.elicitation import (
+    ANSWER,
+    BOOK,
+    CONNECT,
+    config,
+    finished,
+    started,
+    tool_result,
+    waiting_question,
+)
+from tests.helpers.workers import ASKING_SERVER
 
-ROOT = Path(__file__).resolve().parents[2]
-ASKING_SERVER = ROOT / "tests" / "mcp" / "asking_server.py"
-CONNECT = 20.0
-BOOK = {"tool_calls": [{"name": "book", "args": {"flight": "LH123"}}]}
 SUMMARIZE = {"tool_calls": [{"name": "summarize", "args": {"text": "a very long text"}}]}
-ANSWER = {"name": "Ann", "seats": 2, "meal": "fish"}
-
-
-def server(**extra: Any) -> dict[str, Any]:
-    return {"command": "python", "args": [str(ASKING_SERVER)], "timeout": CONNECT, **extra}
-
-
-def config(*turns: dict[str, Any], **server_extra: Any) -> dict[str, Any]:
-    return {"model": {"provider": "scripted", "turns": list(turns)},
-            "servers": {"asking": server(**server_extra)},
-            "journal": {"level": "full", "backend": "memory"},
-            "trigger_delivery": {"max_retries": 0}}
-
-
-@asynccontextmanager
-async def started(cfg: dict[str, Any]) -> AsyncIterator[tuple[AgentProcess, LocalControl,
-                                                               InMemoryJournal]]:
-    runtime = AgentRuntime()
-    process = runtime.add_process("p", cfg)
-    control = LocalControl(runtime, name="t")
-    await runtime.start_all()
-    journal = process.journal
-    assert isinstance(journal, InMemoryJournal)
-    try:
-        yield process, control, journal
-    finally:
-        await runtime.close()
-
-
-async def waiting_question(process: AgentProcess, timeout: float = 30.0) -> Run:
-    await wait_for(lambda: any(r.waiting_reason == "elicitation"
-                               for r in process.waiting_runs()), timeout, "a server's question")
-    return process.waiting_runs()[0]
-
-
-async def finished(process: AgentProcess, count: int = 1, timeout: float = 30.0) -> Run:
-    await wait_for(lambda: len(process.recent_runs()) >= count, timeout, "the run to finish")
-    return process.recent_runs()[-1]
 
 
 async def entries(journal: InMemoryJournal, kind: str) -> list[dict[str, Any]]:
     return [e.data for e in await journal.read(ReadFilter(process="p", entry_type=kind))]
 
 
-def tool_result(run: Run, tool: str) -> str:
-    return next(s.result for s in run.steps if s.kind == "tool" and s.name == tool)
-
-
 # -- elicitation ---------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_a_question_parks_the_run_until_an_operator_accepts() -> None:
     async with started(config(BOOK, {"reply": "booked"})) as (process, control, journal):
         await process.inject(TriggerEvent("t", "manual", {}))
@@ -123,6 +86,7 @@ async def test_a_question_parks_the_run_until_an_operator_accepts() -> None:
             await control.answer_elicitation("p", run.run_id, "cancel")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_decline_and_cancel_reach_the_server(action: str) -> None:
     async with started(config(BOOK, {"reply": "ok"})) as (process, control, journal):
@@ -135,6 +99,7 @@ async def test_decline_and_cancel_reach_the_server(action: str) -> None:
         assert answered[0]["action"] == action and answered[0]["content"] is None
 
 
+@pytest.mark.slow
 async def test_an_unanswered_question_is_cancelled_at_its_timeout() -> None:
     cfg = config(BOOK, {"reply": "ok"}, elicitation_timeout=0.5)
     async with started(cfg) as (process, _, journal):
@@ -146,6 +111,7 @@ async def test_an_unanswered_question_is_cancelled_at_its_timeout() -> None:
         assert answered[0]["action"] == "cancel" and answered[0]["actor"] == "timeout"
 
 
+@pytest.mark.slow
 async def test_a_stop_answers_cancel_and_leaves_nothing_waiting() -> None:
     cfg = {**config(BOOK, {"reply": "ok"}), "drain_timeout": 20}
     async with started(cfg) as (process, _, journal):
@@ -163,6 +129,7 @@ async def test_a_stop_answers_cancel_and_leaves_nothing_waiting() -> None:
 DECLARED = {"tool_calls": [{"name": "declared", "args": {}}]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("off", "declared"), [
     ({}, {"elicitation": True, "sampling": True}),
     ({"elicitation": False}, {"elicitation": False, "sampling": True}),
@@ -174,6 +141,7 @@ async def test_each_capability_is_declared_unless_turned_off(
         assert json.loads(tool_result(await finished(process), "declared")) == declared
 
 
+@pytest.mark.slow
 async def test_elicitation_off_asks_nobody() -> None:
     async with started(config(BOOK, {"reply": "ok"}, elicitation=False)) as (process, _, j):
         await process.inject(TriggerEvent("t", "manual", {}))
@@ -184,6 +152,7 @@ async def test_elicitation_off_asks_nobody() -> None:
         assert process.waiting_runs() == []
 
 
+@pytest.mark.slow
 async def test_a_credential_field_is_never_journaled() -> None:
     from runtime_core.runs.server_asks import _journaled_content
 
@@ -192,6 +161,7 @@ async def test_a_credential_field_is_never_journaled() -> None:
 
 
 # -- sampling ------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_sampling_is_answered_by_the_process_model_and_counted() -> None:
     cfg = config(SUMMARIZE, {"reply": "five words, no more"}, {"reply": "summarised"})
     async with started(cfg) as (process, _, journal):
@@ -216,6 +186,7 @@ async def test_sampling_is_answered_by_the_process_model_and_counted() -> None:
                    if m.get("role") == "assistant")
 
 
+@pytest.mark.slow
 async def test_sampling_past_the_model_call_budget_is_refused() -> None:
     cfg = {**config(SUMMARIZE, {"reply": "never played"}, {"reply": "x"}),
            "run_budget": {"max_model_calls": 1}}
@@ -228,6 +199,7 @@ async def test_sampling_past_the_model_call_budget_is_refused() -> None:
         assert done.state.value == "failed" and done.reason == "budget"
 
 
+@pytest.mark.slow
 async def test_sampling_off_is_not_answered() -> None:
     async with started(config(SUMMARIZE, {"reply": "x"}, sampling=False)) as (process, _, j):
         await process.inject(TriggerEvent("t", "manual", {}))
@@ -252,6 +224,7 @@ async def http_server() -> AsyncIterator[str]:
         proc.wait(10)
 
 
+@pytest.mark.slow
 async def test_over_http_a_question_and_a_sample_both_come_back() -> None:
     async with http_server() as url:
         cfg = config(BOOK, SUMMARIZE, {"reply": "sampled"}, {"reply": "done"})

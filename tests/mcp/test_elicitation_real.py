@@ -24,12 +24,14 @@ from runtime_core import AgentProcess, AgentRuntime, TriggerEvent
 from runtime_core.control import LocalControl, form_fields
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
-from tests.mcp.npm_servers import install
-from tests.mcp.test_elicitation import finished, tool_result, waiting_question
-from tests.mcp.test_elicitation_surfaces import cli
-from tests.served import TOKEN, served
-from tests.tui.conftest import until
-from tests.tui.test_detail import make_app, notes, open_detail, running
+from tests.helpers.cli import run_promptui_async
+from tests.helpers.elicitation import finished, tool_result, waiting_question
+from tests.helpers.mcp import install
+from tests.helpers.polling import until
+from tests.helpers.room import make_app, notes, open_detail, running
+from tests.helpers.serving import TOKEN, served
+
+pytestmark = pytest.mark.slow
 
 CONNECT = 60.0
 ELICIT = {"tool_calls": [{"name": "trigger-elicitation-request", "args": {}}]}
@@ -114,7 +116,7 @@ async def test_a_decline_and_a_url_question(everything: Path) -> None:
 
 
 async def until_url_question(process: AgentProcess) -> None:
-    from tests.conftest import wait_for
+    from tests.helpers.polling import wait_for
 
     def asked() -> bool:
         runs = process.waiting_runs()
@@ -172,7 +174,7 @@ async def test_its_form_is_answered_with_promptui_answer(everything: Path,
     async with served(runtime) as url:
         await process.inject(TriggerEvent("t", "manual", {}))
         run = await waiting_question(process, timeout=60)
-        code, out, err = await cli(
+        code, out, err = await run_promptui_async(
             "answer", "p", run.run_id[:8], "--accept", "name=Cli User", "--accept",
             "integer=9", "--accept", "untitledMultipleSelectEnum=Bass, Violin",
             "--accept", "titledSingleSelectEnum=Wonder Woman", "--url", url, "--token", TOKEN,

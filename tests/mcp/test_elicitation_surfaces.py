@@ -11,12 +11,16 @@ import os
 from pathlib import Path
 
 import httpx
+import pytest
 
 from runtime_core import AgentRuntime, TriggerEvent
 from runtime_core.control import RemoteControl
-from tests.e2e.test_cli_demo import promptui_command
-from tests.mcp.test_elicitation import BOOK, config, finished, tool_result, waiting_question
-from tests.served import TOKEN, served
+from tests.helpers.cli import promptui_command
+from tests.helpers.cli import run_promptui_async as cli
+from tests.helpers.elicitation import BOOK, config, finished, tool_result, waiting_question
+from tests.helpers.serving import TOKEN, served
+
+pytestmark = pytest.mark.slow
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -76,16 +80,6 @@ async def test_remote_control_declines_over_http() -> None:
             assert tool_result(await finished(process), "book") == "decline"
         finally:
             await remote.close()
-
-
-async def cli(*args: str, cwd: Path) -> tuple[int, str, str]:
-    env = {**os.environ, "PROMPTUI_URL": "", "PROMPTUI_TOKEN": ""}
-    proc = await asyncio.create_subprocess_exec(
-        *promptui_command(), *args, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd, env=env)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def test_promptui_answer_accepts_with_values_from_the_command_line(

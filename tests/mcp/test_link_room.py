@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from promptui.screens.dialogs import ReconcileDialog
 from runtime_core import (
     AgentRuntime,
@@ -20,9 +22,12 @@ from runtime_core import (
     TriggerEvent,
     tool,
 )
-from tests.mcp.conftest import FLAKY_SERVER, HttpServer
-from tests.tui.conftest import until
-from tests.tui.test_detail import make_app, notes, open_detail, running, screen_text
+from tests.helpers.mcp import HttpServer
+from tests.helpers.polling import until
+from tests.helpers.room import make_app, notes, open_detail, running, screen_text
+from tests.helpers.workers import FLAKY_SERVER
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,13 +96,13 @@ PROGRAM = textwrap.dedent('''
 
     SERVER, TMP = sys.argv[1], sys.argv[2]
 
-    def free_port():
+    def unused_port():
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             return sock.getsockname()[1]
 
     async def main():
-        port = free_port()
+        port = unused_port()
         server = subprocess.Popen([sys.executable, SERVER, "--http", "--port", str(port)],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         server.stdout.readline()  # LISTENING ...

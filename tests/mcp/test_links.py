@@ -1,4 +1,4 @@
-"""Links that come back, with our own server (tests/mcp/flaky_server.py) killed and restarted
+"""Links that come back, with our own server (helpers/workers/flaky_server.py) killed and restarted
 underneath: a new HTTP session after a restart, reconnection with backoff, the call timeout, and
 what a call cut off means: a read is sent again or interrupted, a write is never sent again."""
 
@@ -19,8 +19,9 @@ from runtime_core.agent.mcp.link import McpServerError, McpServerLink
 from runtime_core.agent.mcp.probe import ProbedClient, probing
 from runtime_core.agent.mcp.reconnect import Backoff, LinkStatus
 from runtime_core.agent.tools import OutcomeUnknown
-from tests.conftest import wait_for
-from tests.mcp.conftest import FLAKY_SERVER, HttpServer, flaky_env, lines
+from tests.helpers.mcp import HttpServer, flaky_env, lines
+from tests.helpers.polling import wait_for
+from tests.helpers.workers import FLAKY_SERVER
 
 RECONNECTING = re.compile(r"^reconnecting \(attempt (\d+), next in (\d+) s\)$")
 
@@ -117,6 +118,7 @@ async def test_the_probe_knows_a_refused_connection_was_never_sent() -> None:
 
 # -- HTTP: restarts and outages ----------------------------------------------------------------
 
+@pytest.mark.slow
 async def test_after_an_http_restart_the_call_goes_through_on_a_new_session(
         flaky_server: HttpServer, tmp_path: Path) -> None:
     link = http_link(flaky_server)
@@ -134,6 +136,7 @@ async def test_after_an_http_restart_the_call_goes_through_on_a_new_session(
         await link.close()
 
 
+@pytest.mark.slow
 async def test_a_link_that_is_down_reconnects_with_backoff_and_shows_it(
         flaky_server: HttpServer) -> None:
     link = http_link(flaky_server, call_timeout=1)
@@ -157,6 +160,7 @@ async def test_a_link_that_is_down_reconnects_with_backoff_and_shows_it(
     assert link.status.text() == "down: closed (the process is not running)"
 
 
+@pytest.mark.slow
 async def test_a_call_waits_for_the_link_to_come_back(flaky_server: HttpServer,
                                                        tmp_path: Path) -> None:
     link = http_link(flaky_server, call_timeout=30)
@@ -174,6 +178,7 @@ async def test_a_call_waits_for_the_link_to_come_back(flaky_server: HttpServer,
         await link.close()
 
 
+@pytest.mark.slow
 async def test_closing_a_reconnecting_link_leaves_nothing_running(
         flaky_server: HttpServer) -> None:
     link = http_link(flaky_server, call_timeout=0.5)
@@ -189,6 +194,7 @@ async def test_closing_a_reconnecting_link_leaves_nothing_running(
         await link.call("peek", {}, {}, read=True)
 
 
+@pytest.mark.slow
 async def test_an_http_write_cut_off_mid_call_has_an_unknown_outcome(
         flaky_server: HttpServer, tmp_path: Path) -> None:
     link = http_link(flaky_server)
@@ -209,6 +215,7 @@ async def test_an_http_write_cut_off_mid_call_has_an_unknown_outcome(
 
 # -- stdio: a server that dies mid-call, and the call timeout ---------------------------------
 
+@pytest.mark.slow
 async def test_a_stdio_write_cut_off_is_unknown_and_a_read_is_sent_again(
         tmp_path: Path) -> None:
     import os
@@ -238,6 +245,7 @@ async def test_a_stdio_write_cut_off_is_unknown_and_a_read_is_sent_again(
         await link.close()
 
 
+@pytest.mark.slow
 async def test_the_call_timeout_leaves_the_outcome_unknown(tmp_path: Path) -> None:
     link = stdio_link(tmp_path, call_timeout=0.5)
     await link.connect()

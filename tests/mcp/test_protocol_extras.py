@@ -1,4 +1,4 @@
-"""More of the MCP protocol, against a small server of our own (tests/mcp/extras_server.py):
+"""More of the MCP protocol, against a small server of our own (helpers/workers/extras_server.py):
 server log messages (logged, and rate-limited into the activity feed), progress on the running
 step, resources as a read tool, images and binary content, and tools that need MCP tasks."""
 
@@ -20,18 +20,18 @@ from runtime_core.events import McpServerLog, RuntimeEvent, ToolProgress
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
-from tests.conftest import wait_for
-from tests.e2e.test_cli_demo import promptui_command
-from tests.fake_openai import FakeServer
-from tests.fake_openai import server as server  # the loopback OpenAI server (a fixture)
+from tests.helpers.cli import promptui_command
+from tests.helpers.models import FakeOpenAI
+from tests.helpers.polling import wait_for
+from tests.helpers.workers import EXTRAS_SERVER
 
-ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = ROOT / "tests" / "mcp" / "extras_server.py"
+pytestmark = pytest.mark.slow
+
 CONNECT = 20.0
 
 
 def extras(**extra: Any) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [str(EXTRAS)], "timeout": CONNECT, **extra}
+    return {"command": sys.executable, "args": [str(EXTRAS_SERVER)], "timeout": CONNECT, **extra}
 
 
 def scripted(*turns: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +157,7 @@ def png(size: int) -> bytes:
 
 
 async def test_images_go_to_an_openai_model_and_big_ones_are_journaled_by_digest(
-        server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+        server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.port}/v1")
     server.tool_call("picture", {"size": 100})
@@ -209,7 +209,7 @@ async def test_probe_lists_resources_and_skipped_tools() -> None:
 def test_validate_connect_shows_resources_and_skipped_tools(tmp_path: Path) -> None:
     manifest = tmp_path / "notes.agent"
     manifest.write_text(f"name: notes\nservers:\n  notes:\n    command: {sys.executable}\n"
-                        f"    args: ['{EXTRAS}']\n    timeout: 30\n")
+                        f"    args: ['{EXTRAS_SERVER}']\n    timeout: 30\n")
     out = subprocess.run([*promptui_command(), "validate", "--connect",
                           str(manifest)], capture_output=True, text=True, timeout=120,
                          cwd=tmp_path)

@@ -22,10 +22,11 @@ from runtime_core.events import McpServerLog, RuntimeEvent, ToolProgress
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
-from tests.conftest import wait_for
-from tests.mcp.npm_servers import install
-from tests.tui.conftest import until
-from tests.tui.test_detail import make_app, open_detail, running
+from tests.helpers.mcp import install
+from tests.helpers.polling import until, wait_for
+from tests.helpers.room import make_app, open_detail, running
+
+pytestmark = pytest.mark.slow
 
 CONNECT = 60.0
 

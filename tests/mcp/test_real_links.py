@@ -1,5 +1,5 @@
 """Links that come back, against the reference servers from the npm registry (pinned:
-tests/mcp/npm_servers.py), through AgentProcess with a scripted model:
+tests/helpers/mcp.py), through AgentProcess with a scripted model:
 
 (a) server-everything over streamable HTTP restarted between two calls: the next call succeeds on
     a new session;
@@ -30,9 +30,10 @@ from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.runs.run import Run
-from tests.conftest import wait_for
-from tests.mcp.conftest import HttpServer
-from tests.mcp.npm_servers import NpmServers
+from tests.helpers.mcp import HttpServer, NpmServers
+from tests.helpers.polling import wait_for
+
+pytestmark = pytest.mark.slow
 
 CONNECT = 60.0  # a cold node server on a slow CI box
 ATTEMPT = re.compile(r"reconnecting \(attempt (\d+)")

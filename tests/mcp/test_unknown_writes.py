@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from runtime_core import (
     AgentProcess,
@@ -28,10 +29,13 @@ from runtime_core import (
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.runs.run import Run
-from tests.conftest import wait_for
-from tests.e2e.test_cli_demo import promptui_command
-from tests.mcp.conftest import FLAKY_SERVER, flaky_env, lines
-from tests.served import TOKEN, served
+from tests.helpers.cli import run_promptui_async as cli
+from tests.helpers.mcp import flaky_env, lines
+from tests.helpers.polling import wait_for
+from tests.helpers.serving import TOKEN, served
+from tests.helpers.workers import FLAKY_SERVER
+
+pytestmark = pytest.mark.slow
 
 WRITE = {"tool_calls": [{"name": "slow_record", "args": {"item": "x", "seconds": 30}}]}
 
@@ -214,16 +218,6 @@ async def test_any_tool_that_cannot_tell_its_outcome_parks_a_write() -> None:
 
 # -- settled from outside: the API and the command line ----------------------------------------
 
-async def cli(*args: str, cwd: Path) -> tuple[int, str, str]:
-    env = {**os.environ, "PROMPTUI_URL": "", "PROMPTUI_TOKEN": ""}
-    proc = await asyncio.create_subprocess_exec(
-        *promptui_command(), *args, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd, env=env)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
 async def test_promptui_reconcile_and_the_api_settle_a_parked_write(tmp_path: Path) -> None:
     runtime = AgentRuntime()
     process = runtime.add_process("p", process_config(tmp_path, WRITE, {"reply": "done"}))
@@ -257,7 +251,7 @@ async def test_promptui_reconcile_and_the_api_settle_a_parked_write(tmp_path: Pa
 async def test_the_call_timeout_does_not_run_while_the_operator_answers_a_question() -> None:
     """A server's question (elicitation) waits for the operator: that wait is bounded by
     elicitation_timeout, not by the call's call_timeout, so a slow operator parks nothing."""
-    from tests.mcp.test_elicitation import ANSWER, BOOK, config, started, waiting_question
+    from tests.helpers.elicitation import ANSWER, BOOK, config, started, waiting_question
 
     async with started(config(BOOK, {"reply": "booked"}, call_timeout=1)) as (process, _, _j):
         await process.inject(TriggerEvent("t", "manual", {}))

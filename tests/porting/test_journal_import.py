@@ -27,7 +27,7 @@ from runtime_core.journal.reference.importer import (
     prepare_import,
 )
 from runtime_core.journal.reference.reader import read_reference
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PID = "0b7c7d0e-1111-4222-8333-444455556666"
@@ -274,6 +274,7 @@ async def test_a_stop_dead_letters_what_was_in_flight(tmp_path: Path) -> None:
 
 
 # -- the command line ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_dry_run_writes_nothing_then_imports_once(tmp_path: Path) -> None:
     folder = tmp_path / "ref"
     where = write_reference(folder)
@@ -330,6 +331,7 @@ async def test_a_process_the_journal_has_is_refused_and_nothing_is_written(
     await journal.close()
 
 
+@pytest.mark.slow
 async def test_a_journal_held_by_a_runtime_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "ref"
     write_reference(folder)
@@ -344,6 +346,7 @@ async def test_a_journal_held_by_a_runtime_is_refused(tmp_path: Path) -> None:
     assert f"journal {path} is held by pid" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", ["missing", "file", "empty", "garbage", "ours"])
 def test_not_a_reference_journal_exits_2_naming_what_was_expected(tmp_path: Path,
                                                                   make: str) -> None:
@@ -426,6 +429,7 @@ def test_byte_garbage_is_only_ever_reported(tmp_path: Path, blob: bytes) -> None
     assert report.processes[0].entries >= 1
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(entries=st.lists(st.tuples(st.sampled_from(KINDS), DATA), max_size=25))

@@ -8,10 +8,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tests.e2e.test_cli_demo import promptui_command
-from tests.e2e.test_serve import start_serve, write_agents
+from tests.helpers.cli import promptui_command
+from tests.helpers.serving import start_serve, write_agents
+
+pytestmark = pytest.mark.slow
 
 
 def _cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:

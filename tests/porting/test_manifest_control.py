@@ -13,7 +13,7 @@ import yaml
 from runtime_core import AgentRuntime, ProcessConfig
 from runtime_core.control import ControlError, LocalControl, RemoteControl
 from runtime_core.manifest.loader import parse_manifest
-from tests.served import TOKEN, served
+from tests.helpers.serving import TOKEN, served
 
 SECRET = "a-scoped-secret-value-0042"
 
@@ -68,6 +68,7 @@ async def test_the_manifest_holds_live_changes_and_loads_back(
         await control.close()
 
 
+@pytest.mark.slow
 async def test_over_http_the_same_text_and_the_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = _runtime(monkeypatch)
     async with served(runtime) as url:

@@ -12,28 +12,24 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.test_cli_demo import promptui_command
+from tests.helpers.cli import promptui_command
+from tests.helpers.polling import poll
+from tests.helpers.ports import free_port
+
+pytestmark = pytest.mark.slow
 
 MANIFESTS = Path(__file__).parent / "manifests"
 NAMES = {"deploy-events", "github-prs", "inbox-files", "job-queue", "pipeline-watcher"}
 SECRET = "porting-github-secret"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+START = 30.0  # seconds for the served processes to start and take their first events
 
 
 @pytest.fixture
@@ -41,18 +37,10 @@ def agents(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     folder = tmp_path / "agents"
     shutil.copytree(MANIFESTS, folder, ignore=shutil.ignore_patterns("__pycache__"))
     env = {**os.environ, "GITHUB_WEBHOOK_SECRET": SECRET,
-           "PORTING_WEBHOOK_PORT": str(_free_port()),
+           "PORTING_WEBHOOK_PORT": str(free_port()),
            "PORTING_INBOX": str(tmp_path / "inbox"), "PORTING_SPOOL": str(tmp_path / "spool")}
     env.pop("OPENAI_API_KEY", None)  # nothing here calls a model service
     return folder, env
-
-
-def poll(predicate: Callable[[], bool], *, timeout: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_validate_accepts_them_with_notes_on_the_reference_spellings(
@@ -119,7 +107,8 @@ def test_run_starts_them_events_flow_and_ctrl_c_exits_0(
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        poll(lambda: _running(db) >= NAMES or proc.poll() is not None, what="all five running")
+        poll(lambda: _running(db) >= NAMES or proc.poll() is not None, START,
+             what="all five running")
         assert proc.poll() is None, proc.communicate()[1]
         # the webhook: a pull request the filter wants, and one it skips (a draft)
         pr = {"title": "Fix: crash on start", "draft": False, "labels": [{"name": "bug"}]}
@@ -128,15 +117,15 @@ def test_run_starts_them_events_flow_and_ctrl_c_exits_0(
         assert (skipped.status_code, skipped.json()["status"]) == (200, "ignored")
         # the custom trigger: a job the filter wants, and one it skips (priority 1)
         spool = Path(env["PORTING_SPOOL"])
-        poll(spool.is_dir, what="the spool folder")
+        poll(spool.is_dir, START, what="the spool folder")
         (spool / "1.json").write_text('{"kind": " build ", "priority": "3", "attempt": 1}')
         (spool / "2.json").write_text('{"kind": "build", "priority": "1", "attempt": 1}')
         # the file watch: a new .csv runs, a .json is filtered
         inbox = Path(env["PORTING_INBOX"])
-        poll(inbox.is_dir, what="the inbox folder")
+        poll(inbox.is_dir, START, what="the inbox folder")
         (inbox / "report.csv").write_text("a,b\n1,2\n")
         (inbox / "notes.json").write_text("{}")
-        poll(lambda: _accepted(db) == {"github-prs": 1, "job-queue": 1, "inbox-files": 1},
+        poll(lambda: _accepted(db) == {"github-prs": 1, "job-queue": 1, "inbox-files": 1}, START,
              what=f"three accepted events (now {_accepted(db)})")
         proc.send_signal(signal.SIGINT)
         out, errors = proc.communicate(timeout=60)

@@ -268,6 +268,7 @@ configs = st.fixed_dictionaries({
 })
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs)
 def test_property_round_trip(fields: dict[str, Any]) -> None:

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input
 
 from promptui.screens.detail import ProcessDetailScreen
 from promptui.screens.dialogs import AskDialog, ConfirmDialog
 from runtime_core import AgentRuntime, ProcessConfig
 from runtime_core.manifest.loader import load_manifest
-from tests.tui.conftest import until
-from tests.tui.test_detail import make_app, notes, open_detail, running
+from tests.helpers.polling import until
+from tests.helpers.room import make_app, notes, open_detail, running
+
+pytestmark = pytest.mark.slow
 
 
 async def test_save_as_manifest_from_the_config_tab(tmp_path: Path) -> None:

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
 from runtime_core.agent.model import ModelRequest, ModelTurn
 from runtime_core.journal import EntryType, ReadFilter, SQLiteJournal
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 
 class GatedModel:
@@ -51,6 +52,7 @@ async def finished_ids(journal: SQLiteJournal) -> list[str]:
     return [e.data["event_id"] for e in entries]
 
 
+@pytest.mark.slow
 async def test_a_burst_on_a_small_queue_runs_every_202_once_and_503s_the_rest(
         tmp_path: Path) -> None:
     model = GatedModel()

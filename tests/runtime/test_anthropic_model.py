@@ -1,4 +1,4 @@
-"""The native Anthropic Messages adapter against tests/fake_anthropic.py (real HTTP on 127.0.0.1,
+"""The native Anthropic Messages adapter against tests/helpers/models.py (real HTTP on 127.0.0.1,
 port 0, checking each request as the API does): tool use through a whole run with usage
 journaled, 429 and 529 retried honouring retry-after, errors that say what to set, a timeout, the
 string and mapping forms, and a model object given to ProcessConfig."""
@@ -6,7 +6,6 @@ string and mapping forms, and a model object given to ProcessConfig."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,9 @@ from runtime_core.agent.model import ModelError, ModelRequest, ModelTurn
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
-from tests.conftest import wait_for
-from tests.fake_anthropic import FakeAnthropic, fake_anthropic
+from tests.helpers.models import FakeAnthropic, fake_anthropic
+from tests.helpers.polling import wait_for
+from tests.helpers.ports import free_port
 
 
 @pytest.fixture
@@ -115,9 +115,7 @@ async def test_errors_say_what_to_set(api: FakeAnthropic, monkeypatch: pytest.Mo
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(ModelError, match="ANTHROPIC_API_KEY is not set"):
         await model_for(api).complete(request())
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     refused = AnthropicModel(AnthropicSettings("claude-test", f"http://127.0.0.1:{port}"))
     with pytest.raises(ModelError, match=r"cannot connect .*check ANTHROPIC_BASE_URL"):

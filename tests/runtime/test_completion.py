@@ -10,49 +10,15 @@ from typing import Any
 
 import pytest
 
-from runtime_core import AgentProcess, ProcessConfig, ToolContext, TriggerEvent, tool
+from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
 from runtime_core.control import LocalControl
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.journal.replay import full_identity
 from runtime_core.runs.completion import CompletionEvidence, CompletionVerdict, StaleEvidenceError
 from runtime_core.runtime import AgentRuntime
-from tests.conftest import wait_for
-
-PIPELINE_STATUS = {"status": "success"}
-
-
-def dispatch_pipeline(branch: str, ctx: ToolContext) -> str:
-    """Start the deploy pipeline (an action with an outside effect)."""
-    return f"pipeline dispatched for {branch}"
-
-
-def check_pipeline(branch: str) -> dict[str, str]:
-    """Read the pipeline's status."""
-    return dict(PIPELINE_STATUS)
-
-
-def write_solution(text: str, ctx: ToolContext) -> str:
-    """Declare a solution artifact."""
-    ctx.artifact("solution", {"text": text})
-    return "saved"
-
-
-TOOLS = [tool(dispatch_pipeline, effect="write"), tool(check_pipeline, effect="read"),
-         tool(write_solution, effect="read")]
-DISPATCH = {"tool_calls": [{"name": "dispatch_pipeline", "args": {"branch": "main"}}]}
-CHECK = {"tool_calls": [{"name": "check_pipeline", "args": {"branch": "main"}}]}
-VERIFY_RULE = {"tool": "check_pipeline", "verifies": "dispatch_pipeline",
-               "passed": "result.status == 'success'"}
-
-
-def config(*turns: dict[str, Any], evaluator: str = "action_with_verification",
-           journal: dict[str, Any] | None = None, **extra: Any) -> ProcessConfig:
-    return ProcessConfig(
-        model={"provider": "scripted", "turns": list(turns)},
-        profile={"name": "deployer", "version": "3",
-                 "completion": {"evaluator": evaluator, "verifications": [VERIFY_RULE]}},
-        journal=journal or {"level": "full", "backend": "memory"}, **extra)
+from tests.helpers.completion import CHECK, DISPATCH, PIPELINE_STATUS, TOOLS, config
+from tests.helpers.polling import wait_for
 
 
 async def one_run(process: AgentProcess, payload: Any = None) -> None:

@@ -21,7 +21,7 @@ from runtime_core import (
 from runtime_core.agent.scripted import ScriptedModel, load_script_file
 from runtime_core.agent.tools import ToolError, load_tool
 from runtime_core.events import ProcessStopped, RunQueued
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 STATUS_KEYS = {
     "name", "process_id", "state", "suspend_reason", "execution_mode", "invocation_count",

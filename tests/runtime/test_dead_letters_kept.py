@@ -9,11 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, TriggerEvent
 from runtime_core.agent.model import ModelRequest, ModelTurn
 from runtime_core.control import LocalControl, RemoteControl
-from tests.conftest import wait_for
-from tests.served import TOKEN, served
+from tests.helpers.polling import wait_for
+from tests.helpers.serving import TOKEN, served
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from runtime_core import AgentProcess, JournalConfig, ProcessConfig, TriggerEvent
 from runtime_core.agent.model import ModelRequest, ModelTurn
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 
 class Recorder:

@@ -14,7 +14,8 @@ import pytest
 from runtime_core import AgentProcess, AgentRuntime, JournalConfig, ProcessConfig, TriggerEvent
 from runtime_core.agent.tools import tool
 from runtime_core.journal import SQLiteJournal
-from tests.conftest import record, wait_for
+from tests.helpers.events import record
+from tests.helpers.polling import wait_for
 
 
 def writer_config(journal: Path | None = None, **extra: Any) -> ProcessConfig:
@@ -131,6 +132,7 @@ async def test_a_webhook_answers_503_while_its_process_drains() -> None:
     assert ledger == ["A"]
 
 
+@pytest.mark.slow
 async def test_a_draining_shutdown_leaves_nothing_to_reconcile(tmp_path: Path) -> None:
     """A service restart (SIGTERM) with a drain: the write in flight completes and is
     journaled, so the next start has no run waiting for an operator."""

@@ -5,7 +5,6 @@ so the same name can be used again."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,15 +16,9 @@ from runtime_core.control import LocalControl, RemoteControl
 from runtime_core.control.plane import ControlError
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.triggers.registry import trigger_id_for
-from tests.conftest import wait_for
-from tests.served import TOKEN, served
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests.helpers.polling import wait_for
+from tests.helpers.ports import free_port
+from tests.helpers.serving import TOKEN, served
 
 
 def hooked(port: int) -> dict[str, Any]:
@@ -124,6 +117,7 @@ async def test_a_fork_that_fails_to_start_is_removed(
     assert process.state.value == "running"
 
 
+@pytest.mark.slow
 async def test_the_api_and_remote_control_carry_with_triggers() -> None:
     runtime = AgentRuntime()
     process = runtime.add_process("alerts", hooked(free_port()))

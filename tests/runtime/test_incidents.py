@@ -26,7 +26,8 @@ from runtime_core.incidents import (
 from runtime_core.journal import EntryType, ReadFilter
 from runtime_core.journal.summary import summarize
 from runtime_core.manifest.loader import ManifestError, parse_manifest
-from tests.conftest import record, wait_for
+from tests.helpers.events import record
+from tests.helpers.polling import wait_for
 
 INCIDENTS = {"fingerprint": "payload.alert",
              "recovered_when": 'payload.status == "resolved"'}

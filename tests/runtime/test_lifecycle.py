@@ -22,7 +22,7 @@ from runtime_core import (
     StateError,
     TriggerEvent,
 )
-from tests.conftest import settle, wait_for
+from tests.helpers.polling import settle, wait_for
 
 S = ProcessState
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -22,7 +23,9 @@ from runtime_core import (
     StateError,
     TriggerEvent,
 )
-from tests.conftest import settle, wait_for
+from tests.helpers.polling import settle, wait_for
+
+pytestmark = pytest.mark.slow
 
 S = ProcessState
 

@@ -22,12 +22,13 @@ from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.lifecycle import ProcessState
 from runtime_core.runtime import AgentRuntime
-from tests.conftest import wait_for
-from tests.fake_openai import FakeServer
+from tests.helpers.models import FakeOpenAI
+from tests.helpers.polling import wait_for
+from tests.helpers.ports import free_port
+from tests.helpers.workers import LEDGER_SERVER
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_SERVER = ROOT / "demo_manifests" / "promptui_demo_mcp.py"
-LEDGER_SERVER = ROOT / "tests" / "mcp" / "ledger_server.py"
 CONNECT = 20.0  # a cold stdio server imports the SDK first; slow CI boxes need headroom
 
 
@@ -96,6 +97,7 @@ def test_a_bad_server_name_is_refused() -> None:
 
 # -- stdio --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 async def test_stdio_tools_join_the_run_with_effects_from_their_annotations(
         tmp_path: Path) -> None:
     journal = InMemoryJournal()
@@ -132,6 +134,7 @@ async def test_stdio_tools_join_the_run_with_effects_from_their_annotations(
         await process.close()
 
 
+@pytest.mark.slow
 async def test_stop_closes_the_server_and_an_automatic_restart_reconnects(
         tmp_path: Path) -> None:
     process = AgentProcess("p", ProcessConfig(
@@ -156,6 +159,7 @@ async def test_stop_closes_the_server_and_an_automatic_restart_reconnects(
     await process.close()
 
 
+@pytest.mark.slow
 async def test_a_server_killed_underneath_is_reconnected_before_the_next_call(
         tmp_path: Path) -> None:
     process = AgentProcess("p", ProcessConfig(
@@ -178,6 +182,7 @@ async def test_a_server_killed_underneath_is_reconnected_before_the_next_call(
         await process.close()
 
 
+@pytest.mark.slow
 async def test_a_tool_error_is_an_observation_not_a_failed_run(tmp_path: Path) -> None:
     process = AgentProcess("p", ProcessConfig(
         model=scripted({"tool_calls": [{"name": "refuse", "args": {"reason": "quota"}}]},
@@ -198,6 +203,7 @@ async def test_a_tool_error_is_an_observation_not_a_failed_run(tmp_path: Path) -
         await process.close()
 
 
+@pytest.mark.slow
 async def test_a_server_that_never_answers_fails_the_start_naming_it() -> None:
     process = AgentProcess("p", ProcessConfig(servers={"slow": {
         "command": "python", "args": ["-c", "import time; time.sleep(60)"], "timeout": 1}}))
@@ -207,6 +213,7 @@ async def test_a_server_that_never_answers_fails_the_start_naming_it() -> None:
     await process.close()
 
 
+@pytest.mark.slow
 async def test_a_server_that_exits_at_once_shows_its_stderr() -> None:
     script = "import sys; sys.stderr.write('config.toml: missing api_url\\n'); sys.exit(3)"
     process = AgentProcess("p", ProcessConfig(servers={"broken": {
@@ -218,6 +225,7 @@ async def test_a_server_that_exits_at_once_shows_its_stderr() -> None:
     await process.close()
 
 
+@pytest.mark.slow
 async def test_a_tool_name_taken_twice_fails_the_start_unless_prefixed(tmp_path: Path) -> None:
     def peek() -> int:
         return 0
@@ -267,6 +275,7 @@ async def http_ledger(tmp_path: Path) -> AsyncIterator[str]:
         await proc.wait()
 
 
+@pytest.mark.slow
 async def test_a_server_over_streamable_http_on_loopback(
         http_ledger: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LEDGER_BEARER", "s3cret-token-value")
@@ -314,11 +323,7 @@ async def test_literal_credentials_are_redacted_in_the_detail_view() -> None:
 
 
 async def test_an_unreachable_http_server_fails_the_start_naming_it() -> None:
-    import socket
-
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     process = AgentProcess("p", ProcessConfig(servers={"gone": {
         "type": "http", "url": f"http://127.0.0.1:{port}/mcp", "timeout": 10}}))
     with pytest.raises(McpServerError, match="MCP server 'gone'"):
@@ -329,8 +334,9 @@ async def test_an_unreachable_http_server_fails_the_start_naming_it() -> None:
 
 # -- a real model and an MCP server, with budgets and health ------------------------------------
 
+@pytest.mark.slow
 async def test_an_openai_model_drives_mcp_tools_with_budget_and_health(
-        server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.port}/v1")
     server.tool_call("record", {"item": "invoice-9", "event_id": "ev-9"})
@@ -365,6 +371,7 @@ async def test_an_openai_model_drives_mcp_tools_with_budget_and_health(
         await process.close()
 
 
+@pytest.mark.slow
 async def test_the_demo_server_over_streamable_http(tmp_path: Path) -> None:
     env = {**os.environ, "PROMPTUI_DEMO_DIR": str(tmp_path)}
     proc = await asyncio.create_subprocess_exec(

@@ -42,7 +42,7 @@ from runtime_core.memory import (
     default_memory_path,
     terms,
 )
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 #: One scripted model, two scripts picked by the payload: "store" remembers the payload's
 #: fact, "ask" recalls with the payload's question; each ends with a reply.

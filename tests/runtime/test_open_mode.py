@@ -14,7 +14,7 @@ from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.runtime import AgentRuntime
 from runtime_core.triggers.registry import trigger_id_for
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 TICK = {"type": "interval", "seconds": 0.05}
 TICK_ID = trigger_id_for(TriggerConfig.model_validate(TICK))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from typing import Any
 
 import pytest
@@ -17,11 +16,12 @@ from runtime_core.agent.openai_compat import OpenAICompatibleModel, OpenAISettin
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import ReadFilter
-from tests.conftest import wait_for
-from tests.fake_openai import FakeServer
+from tests.helpers.models import FakeOpenAI
+from tests.helpers.polling import wait_for
+from tests.helpers.ports import free_port
 
 
-def settings(server: FakeServer, **kw: Any) -> OpenAISettings:
+def settings(server: FakeOpenAI, **kw: Any) -> OpenAISettings:
     return OpenAISettings(model="test-model", base_url=f"http://127.0.0.1:{server.port}/v1",
                           api_key_env=None, **kw)
 
@@ -40,7 +40,7 @@ def book(ctx: ToolContext, invoice: str) -> str:
     return f"booked {invoice}"
 
 
-async def test_a_run_with_tool_calls_end_to_end(server: FakeServer,
+async def test_a_run_with_tool_calls_end_to_end(server: FakeOpenAI,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.port}/v1")
@@ -70,7 +70,7 @@ async def test_a_run_with_tool_calls_end_to_end(server: FakeServer,
     await process.stop()
 
 
-async def test_429_then_success_honours_retry_after(server: FakeServer) -> None:
+async def test_429_then_success_honours_retry_after(server: FakeOpenAI) -> None:
     waits: list[float] = []
 
     async def sleep(seconds: float) -> None:
@@ -82,7 +82,7 @@ async def test_429_then_success_honours_retry_after(server: FakeServer) -> None:
     assert turn.reply == "ok" and waits == [2.0] and len(server.requests) == 2
 
 
-async def test_a_500_storm_exhausts_the_retries(server: FakeServer) -> None:
+async def test_a_500_storm_exhausts_the_retries(server: FakeOpenAI) -> None:
     for _ in range(4):
         server.answers.append((503, {}, b"busy"))
     model = OpenAICompatibleModel(settings(server, max_retries=3), sleep=no_sleep)
@@ -91,7 +91,7 @@ async def test_a_500_storm_exhausts_the_retries(server: FakeServer) -> None:
     assert len(server.requests) == 4
 
 
-async def test_malformed_json_and_bad_tool_arguments(server: FakeServer) -> None:
+async def test_malformed_json_and_bad_tool_arguments(server: FakeOpenAI) -> None:
     model = OpenAICompatibleModel(settings(server), sleep=no_sleep)
     server.answers.append((200, {}, b"{not json"))
     with pytest.raises(ModelError, match="malformed JSON"):
@@ -105,7 +105,7 @@ async def test_malformed_json_and_bad_tool_arguments(server: FakeServer) -> None
         await model.complete(request())
 
 
-async def test_a_timeout_names_the_server(server: FakeServer) -> None:
+async def test_a_timeout_names_the_server(server: FakeOpenAI) -> None:
     server.hang = True
     model = OpenAICompatibleModel(settings(server, timeout=0.3, max_retries=0))
     with pytest.raises(ModelError, match=r"no answer from .* within 0.3 s"):
@@ -118,9 +118,7 @@ async def test_a_missing_key_and_a_refused_connection_say_what_to_set(
     keyed = OpenAICompatibleModel(OpenAISettings("m", "http://127.0.0.1:9/v1", "OPENAI_API_KEY"))
     with pytest.raises(ModelError, match="OPENAI_API_KEY is not set"):
         await keyed.complete(request())
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     refused = OpenAICompatibleModel(OpenAISettings("m", f"http://127.0.0.1:{port}/v1", None,
                                                    label="ollama"))
     with pytest.raises(ModelError, match=r"cannot connect .* Set OLLAMA_HOST"):
@@ -147,7 +145,7 @@ def test_model_strings_are_checked() -> None:
         ProcessConfig(model="mistral:large")
 
 
-async def test_the_mapping_form_from_a_manifest(server: FakeServer, tmp_path: Any,
+async def test_the_mapping_form_from_a_manifest(server: FakeOpenAI, tmp_path: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from runtime_core.manifest.loader import load_manifest
 

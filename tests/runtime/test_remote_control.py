@@ -3,7 +3,6 @@ ControlError, events over SSE, and a server that goes away and comes back."""
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import pytest
@@ -11,7 +10,11 @@ import pytest
 from runtime_core import AgentRuntime, ProcessConfig, TriggerEvent
 from runtime_core.control import ControlError, LocalControl, ReadOnlyError, RemoteControl
 from runtime_core.events import RunFinished
-from tests.served import TOKEN, eventually, served
+from tests.helpers.polling import wait_for
+from tests.helpers.ports import free_port
+from tests.helpers.serving import TOKEN, served
+
+pytestmark = pytest.mark.slow
 
 FAIL = "boom: upstream said no"
 
@@ -39,8 +42,8 @@ async def test_remote_reads_match_local_ones() -> None:
             process = runtime.get_process("worker")
             await process.inject(TriggerEvent("t", "manual", {"n": 1}))
             await process.inject(TriggerEvent("t", "fail", {"n": 2}, event_id="dead-1"))
-            await eventually(lambda: len(process.dead_letters) == 1, what="a dead letter")
-            await eventually(lambda: not process.active_runs(), what="runs done")
+            await wait_for(lambda: len(process.dead_letters) == 1, what="a dead letter")
+            await wait_for(lambda: not process.active_runs(), what="runs done")
             assert await remote.list_processes() == await local.list_processes()
             assert await remote.process_detail("worker") == await local.process_detail("worker")
             assert await remote.journal_entries("worker", limit=5) == \
@@ -64,18 +67,18 @@ async def test_remote_commands_change_the_runtime() -> None:
         remote = RemoteControl(url, token=TOKEN)
         try:
             process = runtime.get_process("worker")
-            await eventually(lambda: process.state.value == "running")
+            await wait_for(lambda: process.state.value == "running")
             await remote.suspend("worker")
             assert process.state.value == "suspended"
             await remote.resume("worker")
             assert process.state.value == "running"
             await remote.inject("worker", {"n": 1}, "fail")
-            await eventually(lambda: len(process.dead_letters) == 1, what="a dead letter")
+            await wait_for(lambda: len(process.dead_letters) == 1, what="a dead letter")
             await remote.suspend("worker")
             assert await remote.redeliver("worker") == 1
             assert len(process.queued_events()) == 1
             await remote.resume("worker")
-            await eventually(lambda: len(process.dead_letters) == 1, what="dead again")
+            await wait_for(lambda: len(process.dead_letters) == 1, what="dead again")
             assert await remote.clear_dead_letters("worker") == 1
             trigger = await remote.add_trigger("worker", {"type": "event", "event_type": "x.y"})
             assert any(t["id"] == trigger for t in process.status()["triggers"])
@@ -102,7 +105,7 @@ async def test_refusals_arrive_as_control_errors_with_their_code() -> None:
             with pytest.raises(ControlError, match="no process named 'ghost'") as missing:
                 await remote.stop("ghost")
             assert missing.value.code == "PROCESS_NOT_FOUND"
-            await eventually(lambda: runtime.get_process("worker").state.value == "running")
+            await wait_for(lambda: runtime.get_process("worker").state.value == "running")
             with pytest.raises(ControlError, match="only a suspended process") as refused:
                 await remote.resume("worker")
             assert refused.value.code == "REFUSED"
@@ -132,13 +135,6 @@ async def test_a_read_only_server_refuses_commands_and_says_so() -> None:
             await remote.close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def test_events_stream_and_the_link_recovers_when_the_server_comes_back(
         tmp_path: Any) -> None:
     port = free_port()
@@ -149,28 +145,28 @@ async def test_events_stream_and_the_link_recovers_when_the_server_comes_back(
             remote = RemoteControl(url, token=TOKEN)
             stream = remote.subscribe()
             await remote.start_all()
-            await eventually(lambda: remote is not None and remote._last_event_id != "",
-                             what="the stream's hello")
+            await wait_for(lambda: remote is not None and remote._last_event_id != "",
+                           what="the stream's hello")
             await remote.inject("worker", {"n": 1})
             seen: list[Any] = []
-            await eventually(lambda: any(isinstance(e, RunFinished)
+            await wait_for(lambda: any(isinstance(e, RunFinished)
                                          for e in seen + stream.drain()) or bool(
                 seen.extend(stream.drain())), what="run.finished over SSE")
             rows = await remote.list_processes()
         # The server is gone: the room keeps its last view and says it is reconnecting.
-        await eventually(lambda: remote is not None and remote.link.startswith("reconnecting"),
-                         what="the reconnecting state")
+        await wait_for(lambda: remote is not None and remote.link.startswith("reconnecting"),
+                       what="the reconnecting state")
         assert await remote.list_processes() == rows
         with pytest.raises(ControlError, match="cannot reach the runtime") as gone:
             await remote.suspend("worker")
         assert gone.value.code == "UNREACHABLE"
         async with served(make_runtime(journal), port=port):  # back on the same address
-            await eventually(lambda: remote is not None and remote.link == "",
-                             what="the link back")
+            await wait_for(lambda: remote is not None and remote.link == "",
+                           what="the link back")
             stream.drain()
             await remote.inject("worker", {"n": 2})
             got: list[Any] = []
-            await eventually(lambda: bool(got.extend(stream.drain())) or any(
+            await wait_for(lambda: bool(got.extend(stream.drain())) or any(
                 isinstance(e, RunFinished) for e in got), what="events after the reconnect")
             assert remote.reconnects >= 1
     finally:

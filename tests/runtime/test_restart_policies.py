@@ -24,7 +24,8 @@ from runtime_core import (
 )
 from runtime_core.agent.tools import ToolError
 from runtime_core.events import ProcessFailed, ProcessRestarted, ProcessStarted, RestartExhausted
-from tests.conftest import record, settle, wait_for
+from tests.helpers.events import record
+from tests.helpers.polling import settle, wait_for
 
 S = ProcessState
 EPS = 1 / 64  # exactly representable, so "deadline - EPS" never rounds onto the deadline

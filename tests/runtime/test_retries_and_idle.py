@@ -22,7 +22,8 @@ from runtime_core import (
     RuntimeEvent,
     TriggerEvent,
 )
-from tests.conftest import record, settle, wait_for
+from tests.helpers.events import record
+from tests.helpers.polling import settle, wait_for
 
 S = ProcessState
 EPS = 1 / 64  # exactly representable, so "deadline - EPS" never rounds onto the deadline

@@ -18,7 +18,7 @@ from runtime_core import (
     TriggerEvent,
     tool,
 )
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 
 def scripted(*turns: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from promptui.cli import app
 from runtime_core import AgentRuntime, ProcessConfig, TriggerEvent, tool
-from tests.served import eventually
+from tests.helpers.polling import wait_for
 
 calls: list[str] = []
 gates: list[asyncio.Event] = []  # one per test: an Event belongs to the loop that waits on it
@@ -49,7 +49,7 @@ async def test_shutdown_leaves_queue_and_run_in_flight_to_the_next_start(tmp_pat
               for key in ("hold", "a", "b", "c")]
     for event in events:
         assert await process.inject(event)
-    await eventually(lambda: calls == ["hold"], what="the first run inside its tool")
+    await wait_for(lambda: calls == ["hold"], what="the first run inside its tool")
     counts = await first.shutdown()
     assert counts == {"worker": {"pending": 4, "dead_letters": 0}}
     assert process.state.value == "stopped"
@@ -65,9 +65,9 @@ async def test_shutdown_leaves_queue_and_run_in_flight_to_the_next_start(tmp_pat
     await second.start_all()
     again = second.get_process("worker")
     try:
-        await eventually(lambda: sorted(r.event.event_id for r in again.recent_runs()
+        await wait_for(lambda: sorted(r.event.event_id for r in again.recent_runs()
                                         if r.state.value == "succeeded")
-                         == sorted(e.event_id for e in events), what="all four run")
+                       == sorted(e.event_id for e in events), what="all four run")
         assert again.dead_letters == []
         assert calls[1:] == ["a", "b", "c"]  # the interrupted read is not called again (the
         # model is told it was interrupted), then the queue runs in its order
@@ -85,6 +85,6 @@ async def test_stop_still_dead_letters_what_has_not_run(tmp_path: Path) -> None:
     process = runtime.get_process("worker")
     for key in ("hold", "a"):
         await process.inject(TriggerEvent("t", "manual", {"key": key}))
-    await eventually(lambda: calls == ["hold"], what="the first run inside its tool")
+    await wait_for(lambda: calls == ["hold"], what="the first run inside its tool")
     await runtime.close()
     assert sorted(d["reason"] for d in process.dead_letters) == ["process stopped"] * 2

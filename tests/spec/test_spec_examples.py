@@ -56,27 +56,12 @@ from runtime_core.events import (
 )
 from runtime_core.journal import InMemoryJournal, JournalEntry, ReplayEngine, SQLiteJournal
 from runtime_core.journal.provider import ReadFilter
+from tests.helpers.polling import settle, wait_for
 
 SPEC = Path("/work/shared/spec")
 
 
 # -- helpers -----------------------------------------------------------------------------------
-async def eventually(predicate: Callable[[], bool], timeout: float = 5.0,
-                     what: str = "") -> None:
-    """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}")
-        await asyncio.sleep(0.005)
-
-
-async def settle(rounds: int = 50) -> None:
-    """Let what is already scheduled run (no wall-clock wait): for "nothing happens" checks."""
-    for _ in range(rounds):
-        await asyncio.sleep(0)
-
-
 def scripted(*turns: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """A scripted model setting (the offline stand-in for ``"openai:gpt-5-mini"``)."""
     return {"provider": "scripted", "turns": list(turns), **extra}
@@ -188,7 +173,7 @@ async def test_quick_start_runs_once_per_injected_event(
         trigger_id="manual", trigger_type="manual", payload={"reason": "ad-hoc check"},
     ))
     # The spec sleeps 5 s; poll for the run instead.
-    await eventually(lambda: process.status()["invocation_count"] >= 1, what="one run")
+    await wait_for(lambda: process.status()["invocation_count"] >= 1, what="one run")
 
     status = process.status()
     assert (status["state"], status["invocation_count"]) == ("running", 1)
@@ -219,7 +204,7 @@ async def test_suspend_pauses_and_resume_runs_the_queue_in_order(
     assert process.invocation_count == 0  # nothing runs while suspended
 
     await process.resume()
-    await eventually(lambda: process.invocation_count == 3, what="the queued runs")
+    await wait_for(lambda: process.invocation_count == 3, what="the queued runs")
     assert process.state is ProcessState.RUNNING
     assert process.suspend_reason is None
     assert [run.event.event_id for run in process.recent_runs()] == \
@@ -241,7 +226,7 @@ async def test_a_new_process_object_recovers_from_the_journal(
     await first.start()
     assert first.recovered is None  # nothing was restored: a fresh journal
     await first.inject(manual())
-    await eventually(lambda: first.invocation_count == 1, what="the first run")
+    await wait_for(lambda: first.invocation_count == 1, what="the first run")
     await first.close()
 
     process = closing(AgentProcess("pipeline-watcher", config, tools=[bump]))
@@ -269,7 +254,7 @@ async def test_recovery_after_a_clean_stop_replays_one_entry(
     first = closing(AgentProcess("pipeline-watcher", config, tools=[bump]))
     await first.start()
     await first.inject(manual())
-    await eventually(lambda: first.invocation_count == 1, what="the first run")
+    await wait_for(lambda: first.invocation_count == 1, what="the first run")
     await first.close()
     process = closing(AgentProcess("pipeline-watcher", config, tools=[bump]))
     await process.start()
@@ -290,7 +275,7 @@ async def test_journal_config_with_only_a_path_journals_at_checkpoint_level(
     await first.start()
     assert first.status()["journal_enabled"] is True
     await first.inject(manual())
-    await eventually(lambda: first.invocation_count == 1, what="the first run")
+    await wait_for(lambda: first.invocation_count == 1, what="the first run")
     await first.close()
     process = closing(AgentProcess("pipeline-watcher", config, tools=[bump]))
     await process.start()
@@ -298,6 +283,7 @@ async def test_journal_config_with_only_a_path_journals_at_checkpoint_level(
     assert process.recovered["context_keys"] == ["counter"]
 
 
+@pytest.mark.slow
 def test_program_that_stops_a_journaled_process_exits(tmp_path: Path) -> None:
     """agent-processes.md, the opening example's ``await process.stop()`` ending
     ``asyncio.run(main())``, with the journal of "Recovery on start" added: once main() has
@@ -352,10 +338,10 @@ async def test_concurrency_three_runs_in_parallel(
     await process.start()
     for n in range(4):
         await process.inject(manual(n=n))
-    await eventually(lambda: len(process.active_runs()) == expected,
-                     what=f"{expected} runs at once")
+    await wait_for(lambda: len(process.active_runs()) == expected,
+                   what=f"{expected} runs at once")
     assert process.status()["queue_size"] == 4 - expected
-    await eventually(lambda: process.invocation_count == 4, what="all four runs")
+    await wait_for(lambda: process.invocation_count == 4, what="all four runs")
     assert peak == expected, f"{peak} runs overlapped"
 
 
@@ -384,11 +370,11 @@ async def test_dead_letters_are_listed_redelivered_and_cleared(
     await process.start()
     requeued = await process.redeliver_dead_letters(event_ids=[first.event_id])
     assert requeued == 1
-    await eventually(lambda: process.invocation_count == 1, what="the redelivered run")
+    await wait_for(lambda: process.invocation_count == 1, what="the redelivered run")
     assert [entry["event"].event_id for entry in process.dead_letters] == \
         [second.event_id, third.event_id]
     assert await process.redeliver_dead_letters(event_ids=[second.event_id]) == 1
-    await eventually(lambda: process.invocation_count == 2, what="the second redelivery")
+    await wait_for(lambda: process.invocation_count == 2, what="the second redelivery")
     assert process.clear_dead_letters() == 1
     assert process.dead_letters == []
     assert process.status()["dead_letter_count"] == 0
@@ -419,7 +405,7 @@ async def test_restart_policy_on_failure_restarts_with_backoff(
     async def fail_three_times() -> None:
         for _ in range(3):
             await process.inject(manual(script="bad"))
-        await eventually(lambda: process.state is ProcessState.FAILED, what="FAILED")
+        await wait_for(lambda: process.state is ProcessState.FAILED, what="FAILED")
 
     def restarted() -> list[ProcessRestarted]:
         return [e for e in events if isinstance(e, ProcessRestarted)]
@@ -427,24 +413,24 @@ async def test_restart_policy_on_failure_restarts_with_backoff(
     await fail_three_times()
     assert any(isinstance(e, ProcessFailed) for e in events)
     clock.advance(2.0 - 1 / 64)
-    await settle()
+    await settle(50)
     assert process.state is ProcessState.FAILED  # not before restart_backoff
     clock.advance(1 / 64)
-    await eventually(lambda: process.state is ProcessState.RUNNING, what="the first restart")
+    await wait_for(lambda: process.state is ProcessState.RUNNING, what="the first restart")
     assert [(e.attempt, e.max_restarts) for e in restarted()] == [(1, 5)]
     assert process.restart_count == 1
     assert process.status()["consecutive_failures"] == 0  # a fresh streak
 
     await fail_three_times()  # the second attempt in a row waits twice as long
     clock.advance(4.0 - 1 / 64)
-    await settle()
+    await settle(50)
     assert process.state is ProcessState.FAILED
     clock.advance(1 / 64)
-    await eventually(lambda: process.state is ProcessState.RUNNING, what="the second restart")
+    await wait_for(lambda: process.state is ProcessState.RUNNING, what="the second restart")
     assert [(e.attempt, e.max_restarts) for e in restarted()] == [(1, 5), (2, 5)]
 
     await process.inject(manual(script="good"))
-    await eventually(lambda: process.restart_count == 0, what="the count reset by a success")
+    await wait_for(lambda: process.restart_count == 0, what="the count reset by a success")
     assert process.process_id == process_id
     assert process.context.get("cursor") == 7
 
@@ -530,10 +516,10 @@ async def test_rewind_plan_previews_and_rewind_restores(
                                               level="checkpoint")), tools=[bump]))
     await process.start()
     await process.inject(manual(n=1))
-    await eventually(lambda: process.invocation_count == 1, what="run 1")
+    await wait_for(lambda: process.invocation_count == 1, what="run 1")
     second = manual(n=2)
     await process.inject(second)
-    await eventually(lambda: process.invocation_count == 2, what="run 2")
+    await wait_for(lambda: process.invocation_count == 2, what="run 2")
     assert process.context.get("counter") == 2
     assert process.status()["conversation_messages"] == 4
 
@@ -637,7 +623,7 @@ async def test_governance_example_config_runs(
     assert status["health"]["is_healthy"] is True and status["health_anomalies"] == 0
     assert status["active_secrets"] == 1
     await process.inject(manual())
-    await eventually(lambda: process.invocation_count == 1, what="a governed run")
+    await wait_for(lambda: process.invocation_count == 1, what="a governed run")
 
 
 async def test_governance_is_off_by_default(
@@ -672,18 +658,18 @@ async def test_health_pause_example_suspends_a_stuck_process(
     events = record(process)
     await process.start()
     await process.inject(manual())
-    await eventually(lambda: process.state is ProcessState.SUSPENDED, what="the health pause")
+    await wait_for(lambda: process.state is ProcessState.SUSPENDED, what="the health pause")
     assert process.suspend_reason == "health"
     anomalies = [e for e in events if isinstance(e, HealthAnomaly)]
     assert [(a.anomaly_type, a.details) for a in anomalies] == \
         [("stuck", {"tool_name": "search", "consecutive_count": 3})]
 
     await process.inject(manual())  # queues; a health suspension waits for resume()
-    await settle()
+    await settle(50)
     assert process.state is ProcessState.SUSPENDED
     assert process.status()["queue_size"] == 1
     await process.resume()
-    await eventually(lambda: process.invocation_count == 2, what="the queued run")
+    await wait_for(lambda: process.invocation_count == 2, what="the queued run")
 
 
 async def test_health_status_reports_the_stuck_anomaly(
@@ -695,7 +681,7 @@ async def test_health_status_reports_the_stuck_anomaly(
         model=STUCK, health=HealthConfig(enabled=True)), tools=[search]))
     await process.start()
     await process.inject(manual())
-    await eventually(lambda: process.invocation_count == 1, what="the stuck run")
+    await wait_for(lambda: process.invocation_count == 1, what="the stuck run")
 
     health = process.status()["health"]
     latest = health.pop("latest_anomaly")
@@ -764,7 +750,7 @@ async def test_health_configuration_example_escalates_and_suspends(
     try:
         await runtime.start_all()
         await process.inject(manual())
-        await eventually(lambda: process.state is ProcessState.SUSPENDED, what="the pause")
+        await wait_for(lambda: process.state is ProcessState.SUSPENDED, what="the pause")
         assert process.suspend_reason == "health"
         assert len(received) == 1
         assert received[0]["data"] == {
@@ -821,6 +807,7 @@ def test_health_manifest_example(tmp_path: Path) -> None:
     assert ignored.stuck_threshold == 3
 
 
+@pytest.mark.slow
 async def test_update_health_over_the_http_api(
         closing: Callable[[AgentProcess], AgentProcess]) -> None:
     """behavioral-health.md, "Changing the configuration while it runs": ``async with
@@ -831,7 +818,7 @@ async def test_update_health_over_the_http_api(
     import httpx
 
     from runtime_core.control import ControlError, RemoteControl
-    from tests.served import TOKEN, served
+    from tests.helpers.serving import TOKEN, served
 
     runtime = AgentRuntime()
     process = runtime.add_process("pipeline-monitor", ProcessConfig(
@@ -864,6 +851,7 @@ async def test_update_health_over_the_http_api(
     assert process.config.health.cooldown == 60
 
 
+@pytest.mark.slow
 async def test_orchestration_client_example_as_written() -> None:
     """behavioral-health.md, "Changing the configuration while it runs", as written:
     ``async with OrchestrationClient("http://127.0.0.1:9100", token=TOKEN) as client:`` /
@@ -871,7 +859,7 @@ async def test_orchestration_client_example_as_written() -> None:
     (the server on port 0). A wrong token is refused on entering the block."""
     from runtime_core import OrchestrationClient
     from runtime_core.control import ControlError
-    from tests.served import TOKEN, served
+    from tests.helpers.serving import TOKEN, served
 
     runtime = AgentRuntime()
     process = runtime.add_process("pipeline-monitor", ProcessConfig(

@@ -93,6 +93,7 @@ def test_old_import_paths_keep_working() -> None:
     assert all(isinstance(cls, type) for cls in (LocalControl, ControlPlane, RemoteControl))
 
 
+@pytest.mark.slow
 def test_import_runtime_core_loads_nothing_heavy() -> None:
     """In a fresh interpreter: ``import runtime_core`` alone must not load the process, the
     HTTP client or the web server."""

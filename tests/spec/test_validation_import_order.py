@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 # Runs in the fresh interpreter. It imports runtime_core.config and nothing else of the
 # runtime; each case reports what validation said.
 CHILD = textwrap.dedent("""

@@ -12,7 +12,7 @@ from runtime_core.clock import FakeClock
 from runtime_core.config import TriggerConfig
 from runtime_core.triggers.base import BaseTrigger, TriggerEvent
 from runtime_core.triggers.cron import CronTrigger, validate_cron
-from tests.conftest import settle, wait_for
+from tests.helpers.polling import settle, wait_for
 
 NEW_YEAR = datetime(2026, 1, 1, tzinfo=UTC).timestamp()  # 2026-01-01T00:00:00Z
 

@@ -26,7 +26,7 @@ from runtime_core import (
 )
 from runtime_core.journal import SQLiteJournal
 from runtime_core.triggers.base import AcceptFn, AcceptResult
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 
 class ListTrigger:

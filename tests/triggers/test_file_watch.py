@@ -16,7 +16,7 @@ import pytest
 from runtime_core.config import TriggerConfig
 from runtime_core.triggers.base import BaseTrigger, TriggerEvent
 from runtime_core.triggers.file_watch import FileWatchTrigger
-from tests.conftest import settle, wait_for
+from tests.helpers.polling import settle, wait_for
 
 TIMEOUT = 10.0
 

@@ -12,7 +12,7 @@ import pytest
 
 from runtime_core import AgentProcess, FakeClock, ProcessConfig, TriggerEvent
 from runtime_core.journal import EntryType, InMemoryJournal, ReadFilter
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
 
 
 def webhook_config(**extra: Any) -> ProcessConfig:

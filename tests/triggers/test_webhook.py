@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import logging
 import socket
@@ -17,27 +15,10 @@ import pytest
 from pydantic import ValidationError
 
 from runtime_core.config import TriggerConfig
-from runtime_core.triggers.base import AcceptResult, PushTrigger, TriggerEvent
+from runtime_core.triggers.base import AcceptResult, PushTrigger
 from runtime_core.triggers.webhook.trigger import WebhookTrigger
-
-SECRET = "s3cr3t-webhook-key"
-
-
-class FakeAccept:
-    """Records every event and answers with a configurable result (or raises)."""
-
-    def __init__(self) -> None:
-        self.events: list[TriggerEvent] = []
-        self.result = AcceptResult.ACCEPTED
-        self.reason = "accepted"
-        self.error: Exception | None = None
-
-    async def __call__(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
-        self.events.append(event)
-        if self.error is not None:
-            raise self.error
-        return self.result, self.reason
-
+from tests.helpers.ports import free_port
+from tests.helpers.webhooks import SECRET, FakeAccept, raw_status_line, signed
 
 MakeTrigger = Callable[..., Awaitable[WebhookTrigger]]
 
@@ -63,30 +44,6 @@ async def make_trigger() -> AsyncIterator[MakeTrigger]:
 
 def client_for(trigger: WebhookTrigger) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=f"http://127.0.0.1:{trigger.bound_port}", trust_env=False)
-
-
-def signed(body: bytes, *, secret: str = SECRET, timestamp: int | None = None) -> dict[str, str]:
-    ts = str(int(time.time()) if timestamp is None else timestamp)
-    digest = hmac.new(secret.encode(), f"{ts}.".encode() + body, hashlib.sha256).hexdigest()
-    return {"X-Promptui-Timestamp": ts, "X-Promptui-Signature": f"sha256={digest}"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
-async def raw_status_line(port: int, request: bytes) -> bytes:
-    """Send raw bytes (e.g. headers without the promised body) and read the status line."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(request)
-        await writer.drain()
-        return await asyncio.wait_for(reader.readline(), 5)
-    finally:
-        writer.close()
 
 
 # -- answers per accept result --------------------------------------------------------------------

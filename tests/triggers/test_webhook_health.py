@@ -8,7 +8,8 @@ import httpx
 
 from runtime_core import AgentProcess, ProcessConfig
 from runtime_core.lifecycle import ProcessState
-from tests.conftest import wait_for
+from tests.helpers.polling import wait_for
+from tests.helpers.ports import free_port
 
 
 def _config(path: str, model: dict[str, object]) -> ProcessConfig:
@@ -46,11 +47,7 @@ async def test_health_is_503_with_the_state_while_the_process_is_failed() -> Non
 
 
 async def test_two_processes_on_one_server_each_path_reports_its_own() -> None:
-    import socket
-
-    with socket.socket() as probe:  # a free port both processes share
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # both processes share it
     good = AgentProcess("good", ProcessConfig(model="echo", triggers=[
         {"type": "webhook", "webhook_port": port, "webhook_path": "/good"}]))
     bad = AgentProcess("bad", ProcessConfig(

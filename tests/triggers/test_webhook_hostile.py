@@ -22,9 +22,9 @@ from runtime_core.agent.model import ModelRequest, ModelTurn
 from runtime_core.http.origin import refusal
 from runtime_core.journal import EntryType, ReadFilter, SQLiteJournal
 from runtime_core.triggers.webhook.trigger import _source_allowed
-from tests.conftest import wait_for
-from tests.triggers.test_webhook import free_port, raw_status_line
-from tests.triggers.webhook_kit import FakeAccept, github, serving, slack
+from tests.helpers.polling import wait_for
+from tests.helpers.ports import free_port
+from tests.helpers.webhooks import FakeAccept, github, raw_status_line, serving, slack
 
 T = TypeVar("T")
 
@@ -306,6 +306,7 @@ odd_paths = st.one_of(st.sampled_from(["/health", "/", "/in/", "//in", "/%2e%2e/
 paths = mostly(st.sampled_from(SERVED), odd_paths)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(method=mostly(st.just("POST"), st.sampled_from(["GET", "PUT", "DELETE", "PATCH",
@@ -339,6 +340,7 @@ def test_no_request_gets_a_5xx_other_than_backpressure(
             assert response.json()["message"] in BACKPRESSURE, response.text
 
 
+@pytest.mark.slow
 def test_the_fuzzed_process_is_still_running_with_a_healthy_journal(served: Served) -> None:
     assert served.process.status()["state"] == "running"
     assert served.journal.fault is None

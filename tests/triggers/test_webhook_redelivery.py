@@ -13,8 +13,8 @@ import httpx
 from runtime_core import AgentProcess, ProcessConfig
 from runtime_core.agent.model import ModelRequest, ModelTurn
 from runtime_core.journal import EntryType, ReadFilter, SQLiteJournal
-from tests.conftest import wait_for
-from tests.triggers.webhook_kit import github, standard
+from tests.helpers.polling import wait_for
+from tests.helpers.webhooks import github, standard
 
 SECRET = "gh-secret"
 STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

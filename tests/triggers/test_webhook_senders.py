@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from runtime_core.triggers.base import AcceptResult
-from tests.triggers.webhook_kit import FakeAccept, github, now, serving, slack, standard, stripe
+from tests.helpers.webhooks import FakeAccept, github, now, serving, slack, standard, stripe
 
 GH_SECRET = "gh-hook-secret"
 STRIPE_SECRET = "whsec_stripe_endpoint_secret"  # Stripe's secrets are used as written
@@ -336,7 +336,7 @@ async def test_standard_webhooks_several_signatures_and_refusals() -> None:
 
 # -- promptui's own scheme, unchanged, now with rotation ------------------------------------------
 async def test_promptui_scheme_accepts_any_of_several_secrets() -> None:
-    from tests.triggers.test_webhook import signed
+    from tests.helpers.webhooks import signed
 
     async with serving(hmac_secret=["next", "current"]) as (trigger, client):
         a = await client.post("/hook", content=b"x", headers=signed(b"x", secret="current"))

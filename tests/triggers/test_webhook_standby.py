@@ -12,8 +12,8 @@ import pytest
 
 from runtime_core.config import TriggerConfig
 from runtime_core.triggers.webhook.trigger import WebhookTrigger
-from tests.triggers.test_webhook import free_port
-from tests.triggers.webhook_kit import FakeAccept, github
+from tests.helpers.ports import free_port
+from tests.helpers.webhooks import FakeAccept, github
 
 
 def hook(port: int, path: str = "/hook", **fields: object) -> TriggerConfig:

@@ -3,24 +3,26 @@ keys as embedded, and a header that says when the server is away and recovers by
 
 from __future__ import annotations
 
-import socket
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from promptui.app import ControlRoom
 from promptui.widgets.header import StatusHeader
 from runtime_core.control import RemoteControl
-from tests.e2e.test_serve import start_serve, write_agents
-from tests.served import TOKEN, served
-from tests.tui.conftest import until
-from tests.tui.test_detail import dead_letters, make_runtime, notes, open_detail, queued_ids
+from tests.helpers.polling import until
+from tests.helpers.ports import free_port
+from tests.helpers.room import dead_letters, make_runtime, notes, open_detail, queued_ids
+from tests.helpers.serving import TOKEN, served, start_serve, write_agents
 
 
 def header_text(app: ControlRoom) -> str:
     return str(app.screen.query_one(StatusHeader).content)
 
 
+@pytest.mark.slow
 async def test_attached_room_redelivers_a_dead_letter_by_key() -> None:
     runtime = make_runtime()
     async with served(runtime, name="ops") as url:
@@ -45,13 +47,7 @@ async def test_attached_room_redelivers_a_dead_letter_by_key() -> None:
         assert runtime.get_process("worker").state.value == "suspended"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
+@pytest.mark.slow
 async def test_header_says_reconnecting_then_recovers_without_a_restart(tmp_path: Any) -> None:
     port = free_port()
     journal = {"level": "checkpoint", "backend": "sqlite", "path": str(tmp_path / "j.db")}
@@ -73,6 +69,7 @@ async def test_header_says_reconnecting_then_recovers_without_a_restart(tmp_path
             await pilot.press("q")
 
 
+@pytest.mark.slow
 async def test_attached_to_a_promptui_serve_subprocess(tmp_path: Path) -> None:
     """The same, against a real 'promptui serve' in its own process (its own event loop)."""
     server = start_serve(tmp_path, str(write_agents(tmp_path, judge=False)), "--journal",
@@ -118,8 +115,6 @@ def test_attach_says_what_is_wrong_before_opening_the_screen(
     assert nothing.exit_code == 2 and "no server to attach to" in nothing.output
     bad = runner.invoke(cli, ["attach", "ftp://x"])
     assert bad.exit_code == 2 and "not a server URL" in bad.output
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        closed = sock.getsockname()[1]
+    closed = free_port()  # a port nothing listens on
     gone = runner.invoke(cli, ["attach", f"http://127.0.0.1:{closed}", "--token", TOKEN])
     assert gone.exit_code == 1 and "cannot reach the runtime" in gone.output

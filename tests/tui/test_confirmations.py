@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from textual.widgets import Button, Input
 
 from promptui.app import ControlRoom
@@ -17,17 +18,14 @@ from promptui.widgets.header import StatusHeader
 from runtime_core import AgentRuntime, ProcessConfig, TriggerEvent
 from runtime_core.agent.tools import tool
 from runtime_core.control import LocalControl
-from tests.tui.conftest import until
-from tests.tui.scenes import SceneControl, scene_app
-from tests.tui.test_detail import dead_letters, make_app, make_runtime, open_detail, queued_ids
-from tests.tui.test_timeline import open_timeline
-
-
-def notes(app: ControlRoom) -> list[str]:
-    return [str(n.message) for n in app._notifications]
+from tests.helpers.polling import until
+from tests.helpers.room import dead_letters, make_app, make_runtime, notes, open_detail, queued_ids
+from tests.helpers.scenes import SceneControl, scene_app
+from tests.helpers.snapshots import open_timeline
 
 
 # -- R and x: bulk dead-letter actions say how many ------------------------------------------
+@pytest.mark.slow
 async def test_R_asks_how_many_and_how_many_distinct_payloads() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
@@ -59,6 +57,7 @@ async def test_R_asks_how_many_and_how_many_distinct_payloads() -> None:
         await until(pilot, lambda: "5 redelivered to worker" in notes(app))
 
 
+@pytest.mark.slow
 async def test_x_says_how_many_go_and_that_they_cannot_come_back() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
@@ -173,6 +172,7 @@ async def test_attached_q_detaches_without_asking() -> None:
 
 
 # -- the rewind preview: y applies once the name is typed ------------------------------------
+@pytest.mark.slow
 async def test_y_applies_an_irreversible_rewind_once_the_name_is_typed() -> None:
     app = scene_app()
     control = app.control

@@ -3,41 +3,20 @@ test checks what changed in the runtime and what changed on screen."""
 
 from __future__ import annotations
 
-from typing import Any
-
+import pytest
 from textual.widgets import Button, Input, TextArea
 
 from promptui.app import ControlRoom
-from promptui.screens.dashboard import DashboardScreen
 from promptui.screens.dialogs import ChoiceDialog, ConfirmDialog, InjectDialog
 from promptui.screens.help import HelpScreen, TooSmallScreen
-from promptui.themes import load_themes
 from promptui.widgets.feeds import AnomalyFeed
 from promptui.widgets.header import StatusHeader
 from promptui.widgets.process_table import ProcessTable
 from runtime_core import AgentRuntime
-from runtime_core.control import LocalControl
-from tests.tui.conftest import tap, until
+from tests.helpers.polling import until
+from tests.helpers.room import DEMO, demo_app, notes, rows, select, table_of, tap
 
-DEMO = ["alert-handler", "changelog", "demo-feeder", "flaky-deployer", "health-checker",
-        "invoice-watcher", "looper"]
-
-
-def make_app(runtime: AgentRuntime, **kwargs: Any) -> ControlRoom:
-    read_only = kwargs.pop("read_only", False)
-    themes, _ = load_themes(None)
-    return ControlRoom(LocalControl(runtime, name="demo", read_only=read_only),
-                       refresh_hz=20, themes=themes, **kwargs)
-
-
-def table_of(app: ControlRoom) -> ProcessTable:
-    dashboard = next(s for s in app.screen_stack if isinstance(s, DashboardScreen))
-    return dashboard.query_one(ProcessTable)
-
-
-def rows(app: ControlRoom) -> list[str]:
-    table = table_of(app)
-    return [str(table.get_row_at(i)[0]).strip() for i in range(table.row_count)]
+pytestmark = pytest.mark.slow
 
 
 def state_cell(app: ControlRoom, name: str) -> str:
@@ -45,19 +24,9 @@ def state_cell(app: ControlRoom, name: str) -> str:
     return str(table.get_cell(name, "state")).strip()
 
 
-def notes(app: ControlRoom) -> list[str]:
-    return [str(n.message) for n in app._notifications]
-
-
-async def select(app: ControlRoom, pilot: Any, name: str) -> None:
-    table = app.screen.query_one(ProcessTable)
-    table.select(name)
-    await until(pilot, lambda: table.selected_name == name)
-
-
 async def test_the_table_shows_every_demo_process_and_the_header_counts(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await until(pilot, lambda: rows(app) == DEMO and state_cell(app, "looper") != "")
@@ -69,7 +38,7 @@ async def test_the_table_shows_every_demo_process_and_the_header_counts(
 
 async def test_stop_asks_first_with_cancel_focused_then_start(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "health-checker")
@@ -90,7 +59,7 @@ async def test_stop_asks_first_with_cancel_focused_then_start(
 
 
 async def test_suspend_and_resume(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "demo-feeder")
@@ -103,7 +72,7 @@ async def test_suspend_and_resume(demo_runtime: AgentRuntime) -> None:
 
 
 async def test_inject_validates_the_json_before_sending(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "alert-handler")
@@ -126,7 +95,7 @@ async def test_inject_validates_the_json_before_sending(demo_runtime: AgentRunti
 
 
 async def test_restart_confirms_then_restarts(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     transitions: list[str] = []
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
@@ -144,7 +113,7 @@ async def test_restart_confirms_then_restarts(demo_runtime: AgentRuntime) -> Non
 
 
 async def test_filter_by_regex_and_inverse_then_clear(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await pilot.press("slash")
@@ -173,7 +142,7 @@ async def test_enter_typed_twice_fast_in_the_filter_opens_the_row(
     filtered row. Back in the box, Enter only keeps the filter again."""
     from promptui.screens.detail import ProcessDetailScreen
 
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         dashboard = app.screen
@@ -195,7 +164,7 @@ async def test_enter_typed_twice_fast_in_the_filter_opens_the_row(
 
 async def test_sort_cycles_and_reverses_and_selection_survives(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await select(app, pilot, "health-checker")
@@ -212,7 +181,7 @@ async def test_sort_cycles_and_reverses_and_selection_survives(
 
 
 async def test_space_pauses_the_feed_and_counts_what_waits(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await pilot.press("space")
@@ -230,7 +199,7 @@ async def test_space_pauses_the_feed_and_counts_what_waits(demo_runtime: AgentRu
 
 
 async def test_help_lists_every_binding_with_its_id(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await pilot.press("question_mark")
@@ -248,7 +217,7 @@ async def test_help_lists_every_binding_with_its_id(demo_runtime: AgentRuntime) 
 
 
 async def test_palette_lists_the_actions_and_themes(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         titles = [c.title for c in app.get_system_commands(app.screen)]
@@ -260,7 +229,7 @@ async def test_palette_lists_the_actions_and_themes(demo_runtime: AgentRuntime) 
 
 
 async def test_t_cycles_the_themes(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime, theme="promptui-dark")
+    app = demo_app(demo_runtime, theme="promptui-dark")
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.theme == "promptui-dark"
         seen = {app.theme}
@@ -272,7 +241,7 @@ async def test_t_cycles_the_themes(demo_runtime: AgentRuntime) -> None:
 
 
 async def test_read_only_refuses_every_mutating_key(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime, read_only=True)
+    app = demo_app(demo_runtime, read_only=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "demo-feeder")
@@ -286,7 +255,7 @@ async def test_read_only_refuses_every_mutating_key(demo_runtime: AgentRuntime) 
 
 
 async def test_keys_are_remappable_by_binding_id(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime, keymap={"promptui.inject": "n"})
+    app = demo_app(demo_runtime, keymap={"promptui.inject": "n"})
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await pilot.press("n")
@@ -296,7 +265,7 @@ async def test_keys_are_remappable_by_binding_id(demo_runtime: AgentRuntime) -> 
 
 
 async def test_too_small_says_what_is_needed_and_goes_away(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(70, 20)) as pilot:
         await until(pilot, lambda: isinstance(app.screen, TooSmallScreen))
         text = str(app.screen.query_one("#too-small-text").render())
@@ -309,7 +278,7 @@ async def test_too_small_says_what_is_needed_and_goes_away(demo_runtime: AgentRu
 
 async def test_quit_stops_the_runtime_and_keeps_the_queue_in_the_journal(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await pilot.press("q")
@@ -335,7 +304,7 @@ async def test_stop_offers_a_drain_when_runs_are_in_flight_and_shows_it() -> Non
     runtime = AgentRuntime()
     runtime.add_process("deployer", ProcessConfig(model={"provider": "scripted", "turns": [
         {"tool_calls": [{"name": "deploy"}]}, {"reply": "ok"}]}), tools=[tool(deploy)])
-    app = make_app(runtime)
+    app = demo_app(runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == ["deployer"])
         await until(pilot, lambda: state_cell(app, "deployer") == "running")

@@ -4,113 +4,39 @@ in the runtime (dead letters, queue, waiting runs) and what the screen shows."""
 from __future__ import annotations
 
 import asyncio
-import io
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-from rich.console import Console
-from textual.pilot import Pilot
+import pytest
 from textual.widgets import RichLog, Static
 
-from promptui.app import ControlRoom
 from promptui.screens.dashboard import DashboardScreen
 from promptui.screens.detail import ProcessDetailScreen
 from promptui.screens.dialogs import ConfirmDialog, ReconcileDialog
 from promptui.screens.run_steps import RunStepsDialog
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, TriggerEvent, tool
-from runtime_core.control import LocalControl
 from runtime_core.journal import EntryType, ReadFilter
 from runtime_core.journal.factory import make_journal
-from tests.journal.test_process_recovery import Ledger, abandon
-from tests.tui.conftest import until
-
-FAIL = "boom: the upstream API said no"
-
-
-async def lookup(city: str) -> str:
-    return f"sunny in {city}"
-
-
-def worker_config(**extra: Any) -> ProcessConfig:
-    """Manual events reply after one tool call; "fail" events raise (one attempt: a dead
-    letter at once)."""
-    return ProcessConfig(
-        model={"provider": "scripted", "scripts": {"fail": [{"raise": FAIL}]}, "turns": [
-            {"tool_calls": [{"name": "lookup", "args": {"city": "$payload.city"}}]},
-            {"reply": "it is sunny"}]},
-        trigger_delivery={"max_retries": 0}, max_consecutive_failures=100,
-        context={"initial_state": {"region": "north", "limits": {"cities": 3}}},
-        **extra)
-
-
-def make_runtime(**extra: Any) -> AgentRuntime:
-    runtime = AgentRuntime()
-    runtime.add_process("worker", worker_config(**extra), tools=[tool(lookup, effect="read")])
-    return runtime
-
-
-def make_app(runtime: AgentRuntime, *, read_only: bool = False) -> ControlRoom:
-    app = ControlRoom(LocalControl(runtime, name="t", read_only=read_only), refresh_hz=20)
-    app.animation_level = "none"  # Pilot waits for the tab underline to glide otherwise
-    return app
-
-
-@asynccontextmanager
-async def running(app: ControlRoom,
-                  size: tuple[int, int] = (120, 40)) -> AsyncIterator[Pilot[Any]]:
-    async with app.run_test(size=size) as pilot:
-        yield pilot
-        # Quit as an operator does: the pump and the runtime stop before the screens go.
-        await pilot.press("q")
-
-
-def notes(app: ControlRoom) -> list[str]:
-    return [str(n.message) for n in app._notifications]
-
-
-def screen_text(app: ControlRoom) -> str:
-    """What the terminal shows, as plain lines (checks that nothing essential is cut off)."""
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
-
-
-def plain(renderable: Any, width: int = 100) -> str:
-    out = io.StringIO()
-    Console(width=width, file=out, color_system=None).print(renderable)
-    return out.getvalue()
+from tests.helpers.polling import until
+from tests.helpers.recovery import Ledger, abandon
+from tests.helpers.room import (
+    FAIL,
+    dead_letters,
+    make_app,
+    make_runtime,
+    notes,
+    open_detail,
+    plain,
+    queued_ids,
+    running,
+    screen_text,
+)
 
 
 def log_text(screen: ProcessDetailScreen, selector: str) -> str:
     return "\n".join(strip.text for strip in screen.query_one(selector, RichLog).lines)
 
 
-async def open_detail(app: ControlRoom, pilot: Pilot[Any], name: str) -> ProcessDetailScreen:
-    await until(pilot, lambda: name in app.store.processes, what="the process row")
-    app.open_process(name)
-    await until(pilot, lambda: isinstance(app.screen, ProcessDetailScreen)
-                and app.screen.detail is not None, what="the detail screen")
-    screen = app.screen
-    assert isinstance(screen, ProcessDetailScreen)
-    return screen
-
-
-async def dead_letters(runtime: AgentRuntime, pilot: Pilot[Any], count: int) -> list[str]:
-    """``count`` dead letters with the process suspended after, so redelivered events wait
-    in the queue where the test can see them."""
-    process = runtime.get_process("worker")
-    await until(pilot, lambda: process.state.value == "running", what="worker running")
-    for i in range(count):
-        await process.inject(TriggerEvent("t", "fail", {"n": i}, event_id=f"dead-{i}"))
-    await until(pilot, lambda: len(process.dead_letters) == count, what="dead letters")
-    await process.suspend("operator")
-    return [d["event"].event_id for d in process.dead_letters]
-
-
-def queued_ids(runtime: AgentRuntime) -> list[str]:
-    return [e.event_id for e in runtime.get_process("worker").queued_events()]
-
-
+@pytest.mark.slow
 async def test_every_tab_shows_its_data_at_80x24() -> None:
     runtime = make_runtime(health={"enabled": True},
                            budget={"enabled": True, "max_runs_per_day": 50})
@@ -200,6 +126,7 @@ async def test_live_tab_follows_a_running_run_step_by_step() -> None:
                                                                   Static).content))
 
 
+@pytest.mark.slow
 async def test_space_marks_and_r_redelivers_only_the_marked() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
@@ -222,6 +149,7 @@ async def test_space_marks_and_r_redelivers_only_the_marked() -> None:
         await until(pilot, lambda: "2 of 2 redelivered to worker" in notes(app))
 
 
+@pytest.mark.slow
 async def test_r_takes_the_cursor_row_and_R_redelivers_all() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
@@ -245,6 +173,7 @@ async def test_r_takes_the_cursor_row_and_R_redelivers_all() -> None:
         await until(pilot, lambda: "2 redelivered to worker" in notes(app))
 
 
+@pytest.mark.slow
 async def test_rows_update_in_place_and_the_cursor_keeps_its_key() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
@@ -269,6 +198,7 @@ async def test_rows_update_in_place_and_the_cursor_keeps_its_key() -> None:
         assert screen.marked == set() and table.cursor_key == ids[0]
 
 
+@pytest.mark.slow
 async def test_x_asks_first_cancel_keeps_and_confirm_clears() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
@@ -292,6 +222,7 @@ async def test_x_asks_first_cancel_keeps_and_confirm_clears() -> None:
         await until(pilot, lambda: "2 dead letters of worker cleared" in notes(app))
 
 
+@pytest.mark.slow
 async def test_read_only_refuses_every_dead_letter_command() -> None:
     runtime = make_runtime()
     app = make_app(runtime, read_only=True)
@@ -312,6 +243,7 @@ async def test_read_only_refuses_every_dead_letter_command() -> None:
         assert queued_ids(runtime) == [] and screen.table("dead").keys == ids
 
 
+@pytest.mark.slow
 async def test_escape_and_backspace_go_back_to_the_dashboard() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
@@ -324,6 +256,7 @@ async def test_escape_and_backspace_go_back_to_the_dashboard() -> None:
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
 
 
+@pytest.mark.slow
 async def test_a_process_that_disappears_is_reported_not_a_crash() -> None:
     runtime = make_runtime()
     app = make_app(runtime)
@@ -361,6 +294,7 @@ async def crashed_mid_write(tmp_path: Path, ledger: Ledger) -> tuple[AgentRuntim
     return runtime, config
 
 
+@pytest.mark.slow
 async def test_enter_on_a_waiting_run_reconciles_it(tmp_path: Path) -> None:
     ledger = Ledger()
     runtime, _ = await crashed_mid_write(tmp_path, ledger)
@@ -394,6 +328,7 @@ async def test_enter_on_a_waiting_run_reconciles_it(tmp_path: Path) -> None:
         await until(pilot, lambda: f"run {run_id[:8]} reconciled: not applied" in notes(app))
 
 
+@pytest.mark.slow
 async def test_read_only_shows_a_waiting_run_but_does_not_reconcile(tmp_path: Path) -> None:
     runtime, _ = await crashed_mid_write(tmp_path, Ledger())
     app = make_app(runtime, read_only=True)
@@ -409,10 +344,11 @@ async def test_read_only_shows_a_waiting_run_but_does_not_reconcile(tmp_path: Pa
         assert len(process.waiting_runs()) == 1
 
 
+@pytest.mark.slow
 async def test_a_run_waiting_for_evidence_is_answered_from_its_dialog() -> None:
     from promptui.screens.evidence_dialog import EvidenceDialog
-    from tests.runtime.test_completion import DISPATCH, TOOLS
-    from tests.runtime.test_completion import config as evidence_config
+    from tests.helpers.completion import DISPATCH, TOOLS
+    from tests.helpers.completion import config as evidence_config
 
     runtime = AgentRuntime()
     process = runtime.add_process("deployer", evidence_config(DISPATCH, {"reply": "dispatched"}),

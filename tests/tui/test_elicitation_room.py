@@ -1,5 +1,5 @@
 """An MCP server's question answered from the control room, driven by Pilot over a real runtime
-with the asking server (tests/mcp/asking_server.py over stdio): the anomaly feed flags the run
+with the asking server (helpers/workers/asking_server.py over stdio): the anomaly feed flags the run
 as needing an operator and Enter on that line opens the answer dialog; the dialog is built from
 the server's schema (an Input per text or number, a Select for a choice, a Switch for yes/no),
 Cancel is focused first, bad values are refused under their field, and the answer reaches the
@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from textual.widgets import Button, Input, Select, Switch
 
 from promptui.screens.dashboard import DashboardScreen
 from promptui.screens.elicit_dialog import ElicitationDialog
 from runtime_core import AgentRuntime, TriggerEvent
-from tests.mcp.test_elicitation import BOOK, config, finished, tool_result
-from tests.tui.conftest import until
-from tests.tui.test_detail import make_app, notes, open_detail, running, screen_text
+from tests.helpers.elicitation import BOOK, config, finished, tool_result
+from tests.helpers.polling import until
+from tests.helpers.room import make_app, notes, open_detail, running, screen_text
+
+pytestmark = pytest.mark.slow
 
 
 def runtime_with_asking_process() -> AgentRuntime:

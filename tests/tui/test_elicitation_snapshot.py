@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from tests.tui.scenes import NOW, scene_app
-from tests.tui.test_snapshots import SIZES, opened, utc  # noqa: F401 - the UTC fixture
+from tests.helpers.scenes import NOW, scene_app
+from tests.helpers.snapshots import SIZES, opened
+
+pytestmark = pytest.mark.usefixtures("utc")  # the scene's times read the same everywhere
 
 QUESTION: dict[str, Any] = {
     "run_id": "77aa88bb99cc", "event_id": "e7", "reason": "elicitation", "server": "payments",
@@ -65,11 +67,13 @@ def dialog_open(*then: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
     return go
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_elicitation_dialog(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(question_scene(), run_before=dialog_open(), terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_elicitation_dialog_refuses_an_empty_answer(snap_compare: Any,
                                                     size: tuple[int, int]) -> None:

@@ -7,13 +7,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from promptui.app import ControlRoom
 from promptui.screens.dashboard import DashboardScreen
 from promptui.screens.detail import ProcessDetailScreen
 from promptui.widgets.feeds import ActivityLog, FollowLog
 from runtime_core import AgentRuntime
-from tests.tui.conftest import until
-from tests.tui.test_dashboard import DEMO, make_app, rows
+from tests.helpers.polling import until
+from tests.helpers.room import DEMO, demo_app, rows
+
+pytestmark = pytest.mark.slow
 
 
 def activity(app: ControlRoom) -> ActivityLog:
@@ -43,7 +47,7 @@ async def still_live(pilot: Any, app: ControlRoom, what: str) -> None:
 
 async def test_the_feeds_keep_following_through_screens_filters_and_resizes(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await still_live(pilot, app, "the start")
@@ -66,7 +70,7 @@ async def test_the_feeds_keep_following_through_screens_filters_and_resizes(
 
 async def test_scrolled_up_the_feed_holds_and_counts_then_follows_again(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         log = activity(app)
@@ -92,7 +96,7 @@ async def test_v_on_a_feed_line_shows_it_whole_and_enter_opens_its_run(
     from promptui.screens.pager import PagerScreen
     from promptui.screens.run_steps import RunStepsDialog
 
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         log = activity(app)

@@ -17,9 +17,12 @@ from promptui.screens.dialogs import ConfirmDialog
 from promptui.screens.incidents import IncidentsScreen
 from runtime_core import AgentRuntime, ProcessConfig
 from runtime_core.control import LocalControl
-from tests.tui.conftest import until
-from tests.tui.scenes import INCIDENTS, SceneControl, scene_app
-from tests.tui.test_snapshots import SIZES, pumped, utc  # noqa: F401  (utc: autouse fixture)
+from tests.helpers.polling import until
+from tests.helpers.room import notes
+from tests.helpers.scenes import INCIDENTS, SceneControl, scene_app
+from tests.helpers.snapshots import SIZES, pumped
+
+pytestmark = pytest.mark.usefixtures("utc")  # the scene's times read the same everywhere
 
 
 def incidents_open(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
@@ -43,16 +46,13 @@ def test_incidents_screen(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=incidents_open(), terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_resolve_incident_confirm(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=incidents_open("r"), terminal_size=size)
 
 
 # -- behaviour against the frozen scene ------------------------------------------------------
-def notes(app: ControlRoom) -> list[str]:
-    return [str(n.message) for n in app._notifications]
-
-
 async def open_screen(pilot: Pilot[Any]) -> IncidentsScreen:
     app = pilot.app
     await pilot.press("I")
@@ -69,6 +69,7 @@ async def confirm(pilot: Pilot[Any]) -> None:
     await pilot.click("#confirm")
 
 
+@pytest.mark.slow
 async def test_resolve_sends_the_generation_and_version_on_screen() -> None:
     app = scene_app()
     control = app.control
@@ -95,6 +96,7 @@ async def test_resolve_sends_the_generation_and_version_on_screen() -> None:
         await until(pilot, lambda: type(app.screen).__name__ == "DashboardScreen")
 
 
+@pytest.mark.slow
 async def test_a_stale_view_is_refused_and_refreshed() -> None:
     app = scene_app()
     control = app.control
@@ -116,6 +118,7 @@ async def test_a_stale_view_is_refused_and_refreshed() -> None:
         assert "version 5" in str(screen.query_one("#incidents-detail").render())
 
 
+@pytest.mark.slow
 async def test_reopen_only_closed_incidents_and_read_only_refuses() -> None:
     app = scene_app()
     control = app.control
@@ -146,6 +149,7 @@ async def test_reopen_only_closed_incidents_and_read_only_refuses() -> None:
         assert not isinstance(watcher.screen, ConfirmDialog)
 
 
+@pytest.mark.slow
 async def test_a_real_webhook_incident_is_resolved_from_the_screen() -> None:
     runtime = AgentRuntime()
     process = runtime.add_process("alerts", ProcessConfig(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from textual.widgets import Input
 
 from promptui.screens.dashboard import DashboardScreen
@@ -15,8 +16,10 @@ from promptui.screens.live_tail import LiveTailScreen, TailLog
 from promptui.screens.run_steps import RunStepsDialog
 from promptui.screens.timeline import TimelineScreen
 from runtime_core import AgentRuntime
-from tests.tui.conftest import until
-from tests.tui.test_dashboard import DEMO, make_app, rows
+from tests.helpers.polling import until
+from tests.helpers.room import DEMO, demo_app, rows
+
+pytestmark = pytest.mark.slow
 
 
 def tail_of(app: object) -> TailLog:
@@ -24,7 +27,7 @@ def tail_of(app: object) -> TailLog:
 
 
 async def test_the_tail_shows_runs_and_steps_as_they_happen(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await pilot.press("L")
@@ -47,7 +50,7 @@ async def test_the_tail_shows_runs_and_steps_as_they_happen(demo_runtime: AgentR
 
 
 async def test_the_dashboard_filter_search_and_time(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await pilot.press("slash")
@@ -93,7 +96,7 @@ async def test_the_dashboard_filter_search_and_time(demo_runtime: AgentRuntime) 
 
 async def test_enter_drills_down_to_the_run_and_escape_walks_back(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await pilot.press("L")
@@ -120,7 +123,7 @@ async def test_enter_drills_down_to_the_run_and_escape_walks_back(
                     timeout=10)
         entry = app.screen.table.current
         assert entry is not None and entry.run_id == item.run_id and entry.step == first.index
-        assert app.screen.anchor is not None and app.screen.anchor.seq == entry.seq
+        assert app.screen.opened_at is not None and app.screen.opened_at.seq == entry.seq
         await pilot.press("escape")  # back to the steps
         await until(pilot, lambda: isinstance(app.screen, RunStepsDialog))
         await pilot.press("escape")

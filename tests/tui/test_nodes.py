@@ -15,9 +15,11 @@ from promptui.screens.nodes import NodesScreen
 from promptui.themes import load_themes
 from runtime_core import AgentRuntime, ProcessConfig
 from runtime_core.control import LocalControl
-from tests.tui.conftest import until
-from tests.tui.scenes import NO_USER_THEMES, NOW, SceneControl
-from tests.tui.test_snapshots import SIZES, pumped, utc  # noqa: F401  (utc: autouse fixture)
+from tests.helpers.polling import until
+from tests.helpers.scenes import NO_USER_THEMES, NOW, SceneControl
+from tests.helpers.snapshots import SIZES, pumped
+
+pytestmark = pytest.mark.usefixtures("utc")  # the scene's times read the same everywhere
 
 
 @dataclass(frozen=True)

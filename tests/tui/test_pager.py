@@ -26,10 +26,10 @@ from promptui.widgets.pager_view import PagerView
 from promptui.widgets.show_value import ShowValue
 from runtime_core import AgentRuntime
 from runtime_core.control import DeadLetterView
-from tests.tui import scenes
-from tests.tui.conftest import until
-from tests.tui.scenes import scene_app
-from tests.tui.test_dashboard import make_app, rows, select
+from tests.helpers import scenes
+from tests.helpers.polling import until
+from tests.helpers.room import demo_app, notes, rows, screen_text, select
+from tests.helpers.scenes import scene_app
 
 LONG = {"batch": "2026-05-27", "customers": [f"c-{1000 + i}" for i in range(60)],
         "expr": "f(x", "note": "charge " + "and charge again " * 40 + "the end"}
@@ -42,14 +42,6 @@ def long_payload(monkeypatch: pytest.MonkeyPatch) -> None:
     """The scene's first dead letter carries a long payload (60 customers, a 700-char note)."""
     detail = replace(scenes.DETAIL, dead_letters=(LETTER, *scenes.DETAIL.dead_letters[1:]))
     monkeypatch.setattr(scenes, "DETAIL", detail)
-
-
-def screen_text(app: ControlRoom) -> str:
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
-
-
-def notes(app: ControlRoom) -> list[str]:
-    return [str(n.message) for n in app._notifications]
 
 
 def pager_of(app: ControlRoom) -> PagerScreen:
@@ -76,6 +68,7 @@ async def open_tab(app: ControlRoom, pilot: Pilot[Any], tab: str) -> ProcessDeta
     return screen
 
 
+@pytest.mark.slow
 async def test_enter_on_a_dead_letter_shows_the_long_payload_whole(long_payload: None) -> None:
     app = scene_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -111,6 +104,7 @@ async def test_enter_on_a_dead_letter_shows_the_long_payload_whole(long_payload:
         assert screen.active_tab == "dead" and screen.table("dead").cursor_key == "d1d2d3d4d5d6"
 
 
+@pytest.mark.slow
 async def test_search_finds_and_n_N_step_through_the_matches(long_payload: None) -> None:
     app = scene_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -145,6 +139,7 @@ async def test_search_finds_and_n_N_step_through_the_matches(long_payload: None)
         assert "no match for 'nowhere'" in notes(app)
 
 
+@pytest.mark.slow
 async def test_y_copies_the_value_and_Y_the_id_through_osc_52(long_payload: None) -> None:
     app = scene_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -178,6 +173,7 @@ async def test_y_copies_the_value_and_Y_the_id_through_osc_52(long_payload: None
         assert "this value has no id to copy; y copies the value" in notes(app)
 
 
+@pytest.mark.slow
 async def test_esc_leaves_the_search_first_and_q_closes_the_pager_not_the_room() -> None:
     app = scene_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -196,6 +192,7 @@ async def test_esc_leaves_the_search_first_and_q_closes_the_pager_not_the_room()
         assert app.is_running
 
 
+@pytest.mark.slow
 async def test_v_on_a_run_shows_the_run_and_v_on_a_step_shows_the_step() -> None:
     app = scene_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -230,6 +227,7 @@ async def test_v_on_a_run_shows_the_run_and_v_on_a_step_shows_the_step() -> None
         await until(pilot, lambda: app.screen is screen)
 
 
+@pytest.mark.slow
 async def test_v_on_a_journal_entry_and_enter_still_previews_a_rewind() -> None:
     app = scene_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -250,6 +248,7 @@ async def test_v_on_a_journal_entry_and_enter_still_previews_a_rewind() -> None:
         await until(pilot, lambda: isinstance(app.screen, RewindPreview))
 
 
+@pytest.mark.slow
 async def test_the_pager_keys_are_in_help_and_in_the_palette() -> None:
     app = scene_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -270,9 +269,10 @@ async def test_the_pager_keys_are_in_help_and_in_the_palette() -> None:
         await until(pilot, lambda: isinstance(app.screen, PagerScreen))
 
 
+@pytest.mark.slow
 async def test_v_on_the_dashboard_shows_the_process_and_its_status(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: "health-checker" in rows(app))
         await select(app, pilot, "health-checker")

@@ -12,9 +12,9 @@ from textual.widgets import Input
 
 from promptui.app import ControlRoom
 from promptui.widgets.process_table import ProcessTable
-from tests.tui import scenes
-from tests.tui.conftest import until
-from tests.tui.scenes import scene_app, summary
+from tests.helpers import scenes
+from tests.helpers.polling import until
+from tests.helpers.scenes import scene_app, summary
 
 LONG_NAME = "health-checker-fork-eu-west-1-canary-042"  # 40 characters
 
@@ -108,6 +108,7 @@ async def test_the_header_shows_the_sort_column_and_direction() -> None:
         assert [done[n] for n in names] == sorted(done.values(), reverse=True)
 
 
+@pytest.mark.slow
 async def test_slash_opens_the_filter_with_the_kept_text() -> None:
     app = scene_app()
     async with app.run_test(size=(80, 24)) as pilot:

@@ -5,6 +5,7 @@ jump to a process."""
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Button, Footer, Input, TextArea
 
 from promptui.app import ControlRoom
@@ -15,16 +16,17 @@ from promptui.screens.help import TooSmallScreen
 from promptui.screens.jump import JumpPrompt, completion, matching
 from promptui.widgets.header import StatusHeader
 from runtime_core import AgentRuntime, ProcessConfig
-from tests.tui.conftest import until
-from tests.tui.test_dashboard import DEMO, make_app, notes, rows, select, table_of
+from tests.helpers.polling import until
+from tests.helpers.room import DEMO, demo_app, notes, rows, select, table_of
 
 
 def too_small_text(app: ControlRoom) -> str:
     return str(app.screen.query_one("#too-small-text").render())
 
 
+@pytest.mark.slow
 async def test_the_too_small_screen_follows_every_resize(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         assert not isinstance(app.screen, TooSmallScreen)
@@ -53,9 +55,10 @@ def footer_actions(app: ControlRoom) -> set[str]:
     return {b.binding.action for b in app.screen.active_bindings.values() if b.binding.show}
 
 
+@pytest.mark.slow
 async def test_read_only_at_80_columns_shows_the_badge_and_hides_the_refused_keys(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime, read_only=True)
+    app = demo_app(demo_runtime, read_only=True)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.store.counts_by_state().get("running") == 7)
         await select(app, pilot, "demo-feeder")
@@ -83,8 +86,9 @@ async def test_read_only_at_80_columns_shows_the_badge_and_hides_the_refused_key
         assert "Redeliver" not in screen_lines(app)[-1]
 
 
+@pytest.mark.slow
 async def test_a_read_write_room_still_shows_every_key(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(120, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         assert {"start_stop", "suspend_resume", "inject"} <= footer_actions(app)
@@ -99,9 +103,10 @@ def region_text(app: ControlRoom, selector: str) -> str:
     return " ".join(line[region.x:region.right].strip() for line in lines)
 
 
+@pytest.mark.slow
 async def test_inject_starts_empty_replaces_on_select_all_and_closes_on_one_escape(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await select(app, pilot, "alert-handler")
@@ -124,8 +129,9 @@ async def test_inject_starts_empty_replaces_on_select_all_and_closes_on_one_esca
         assert isinstance(app.screen, DashboardScreen)
 
 
+@pytest.mark.slow
 async def test_ctrl_a_selects_the_trigger_type_too(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await select(app, pilot, "alert-handler")
@@ -140,9 +146,10 @@ async def test_ctrl_a_selects_the_trigger_type_too(demo_runtime: AgentRuntime) -
 
 
 # -- the Config tab spells fields as the manifest does --------------------------------------
+@pytest.mark.slow
 async def test_the_config_tab_says_raise_as_the_manifest_does() -> None:
-    from tests.tui.test_detail import make_app as detail_app
-    from tests.tui.test_detail import make_runtime, open_detail
+    from tests.helpers.room import demo_app as detail_app
+    from tests.helpers.room import make_runtime, open_detail
 
     runtime = make_runtime()  # its "fail" script is one turn: {raise: ...}
     app = detail_app(runtime)
@@ -174,8 +181,9 @@ def jump_hint(app: ControlRoom) -> str:
     return str(app.screen.query_one("#jump-hint").render())
 
 
+@pytest.mark.slow
 async def test_colon_jumps_to_the_first_match_in_table_order(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await select(app, pilot, "alert-handler")
@@ -192,9 +200,10 @@ async def test_colon_jumps_to_the_first_match_in_table_order(demo_runtime: Agent
         await until(pilot, lambda: table_of(app).selected_name == "flaky-deployer")
 
 
+@pytest.mark.slow
 async def test_colon_says_when_nothing_matches_and_escape_cancels(
         demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await select(app, pilot, "looper")
@@ -210,8 +219,9 @@ async def test_colon_says_when_nothing_matches_and_escape_cancels(
         assert table_of(app).selected_name == "looper"
 
 
+@pytest.mark.slow
 async def test_colon_from_a_detail_screen_opens_that_process(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         app.open_process("looper")
@@ -226,8 +236,9 @@ async def test_colon_from_a_detail_screen_opens_that_process(demo_runtime: Agent
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
 
 
+@pytest.mark.slow
 async def test_colon_finds_a_process_the_filter_hides(demo_runtime: AgentRuntime) -> None:
-    app = make_app(demo_runtime)
+    app = demo_app(demo_runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == DEMO)
         await pilot.press("slash", *"looper", "enter")
@@ -237,12 +248,13 @@ async def test_colon_finds_a_process_the_filter_hides(demo_runtime: AgentRuntime
         assert rows(app) == DEMO
 
 
+@pytest.mark.slow
 async def test_the_first_match_follows_the_tables_sort() -> None:
     runtime = AgentRuntime()
     for name in ("api-east", "api-west", "billing"):
         runtime.add_process(name, ProcessConfig(model={"provider": "scripted", "turns": [
             {"reply": "ok"}]}))
-    app = make_app(runtime)
+    app = demo_app(runtime)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: rows(app) == ["api-east", "api-west", "billing"])
         await pilot.press("colon", *"API")

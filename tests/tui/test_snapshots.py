@@ -4,57 +4,16 @@ review the diff report."""
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input, TextArea
 
-from tests.tui.scenes import scene_app
+from tests.helpers.scenes import scene_app
+from tests.helpers.snapshots import SIZES, opened, pumped
 
-SIZES = [(80, 24), (120, 40)]
+pytestmark = pytest.mark.usefixtures("utc")  # the scene's times read the same everywhere
 THEMES = ["promptui-dark", "promptui-light", "promptui-terminal", "promptui-contrast"]
-
-
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
-
-
-def pumped(*keys: str, then: Callable[[Pilot[Any]], Awaitable[None]] | None = None
-           ) -> Callable[[Pilot[Any]], Awaitable[None]]:
-    """Pump the frozen scene twice, press ``keys``, pump again, freeze cursors."""
-
-    async def run_before(pilot: Pilot[Any]) -> None:
-        app = pilot.app
-        await pilot.pause()
-        await app.pump()  # type: ignore[attr-defined]
-        await app.pump()  # type: ignore[attr-defined]
-        await pilot.pause()
-        if keys:
-            await pilot.press(*keys)
-            await pilot.pause()
-        if then is not None:
-            await then(pilot)
-        await app.pump()  # type: ignore[attr-defined]
-        await pilot.pause()
-        for widget in app.screen.query("Input, TextArea"):
-            if isinstance(widget, Input | TextArea):
-                widget.cursor_blink = False
-        await pilot.pause()
-
-    return run_before
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -78,6 +37,7 @@ def test_attached_dashboard_while_reconnecting(snap_compare: Any, size: tuple[in
     assert snap_compare(app, run_before=pumped(), terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_filtered_dashboard(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=pumped("slash", *"!run"),
@@ -94,6 +54,7 @@ def test_inject_dialog(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=pumped("i"), terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_help(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=pumped("question_mark"), terminal_size=size)
@@ -103,43 +64,30 @@ def test_too_small(snap_compare: Any) -> None:
     assert snap_compare(scene_app(), run_before=pumped(), terminal_size=(64, 18))
 
 
-def opened(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
-    """Open payments-sync (it has a waiting run, dead letters, context...) then press keys."""
-
-    async def open_detail(pilot: Pilot[Any]) -> None:
-        pilot.app.open_process("payments-sync")  # type: ignore[attr-defined]
-        await pilot.pause()
-        await pilot.app.pump()  # type: ignore[attr-defined]
-        await pilot.pause()
-        if keys:
-            await pilot.press(*keys)
-            await pilot.pause()
-            await pilot.app.pump()  # type: ignore[attr-defined]
-            await pilot.pause()
-
-    return pumped(then=open_detail)
-
-
 TABS = ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tab", TABS)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_process_tab(snap_compare: Any, size: tuple[int, int], tab: str) -> None:
     assert snap_compare(scene_app(), run_before=opened(tab), terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_dead_letters_with_marks(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=opened("3", "space", "down", "down", "space"),
                         terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_clear_dead_letters_confirm(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=opened("3", "x"), terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_reconcile_dialog(snap_compare: Any, size: tuple[int, int]) -> None:
     async def wait_dialog(pilot: Pilot[Any]) -> None:
@@ -155,16 +103,19 @@ def test_reconcile_dialog(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=go, terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_detail_help(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=opened("question_mark"), terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_pager_on_a_dead_letter(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=opened("3", "enter"), terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_pager_searching_a_run(snap_compare: Any, size: tuple[int, int]) -> None:
     keys = ("4", "v", "slash", *"customer", "enter", "n")
@@ -188,6 +139,7 @@ async def _until_screen(pilot: Pilot[Any], name: str) -> None:
         await pilot.pause(0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_redeliver_all_confirm(snap_compare: Any, size: tuple[int, int]) -> None:
     async def go(pilot: Pilot[Any]) -> None:
@@ -197,6 +149,7 @@ def test_redeliver_all_confirm(snap_compare: Any, size: tuple[int, int]) -> None
     assert snap_compare(scene_app(), run_before=go, terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_live_tail(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=pumped("L"), terminal_size=size)

@@ -18,9 +18,11 @@ from promptui.screens.rewind_dialog import RewindPreview
 from promptui.screens.timeline import PAGE, TYPE_FILTERS, TimelineScreen, parse_when
 from runtime_core import AgentRuntime, ProcessConfig, ToolContext, TriggerEvent
 from runtime_core.control import LocalControl
-from tests.tui.conftest import until
-from tests.tui.scenes import NOW, REWIND_SEQ, SceneControl, scene_app
-from tests.tui.test_snapshots import SIZES, pumped, utc  # noqa: F401  (utc: autouse fixture)
+from tests.helpers.polling import until
+from tests.helpers.scenes import NOW, REWIND_SEQ, SceneControl, scene_app
+from tests.helpers.snapshots import SIZES, open_timeline, pumped
+
+pytestmark = pytest.mark.usefixtures("utc")  # the scene's times read the same everywhere
 
 MODES = ["both", "conversation_only", "code_only", "summarize", "cancel"]
 MODE_KEYS = dict(zip(MODES, "12345", strict=True))
@@ -56,11 +58,13 @@ def timeline(*keys: str, preview: bool = False) -> Callable[[Pilot[Any]], Awaita
 
 
 # -- snapshots ------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_timeline(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(scene_app(), run_before=timeline(), terminal_size=size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_rewind_preview(snap_compare: Any, size: tuple[int, int], mode: str) -> None:
@@ -69,23 +73,14 @@ def test_rewind_preview(snap_compare: Any, size: tuple[int, int], mode: str) -> 
                         terminal_size=size)
 
 
+@pytest.mark.slow
 def test_read_only_preview(snap_compare: Any) -> None:
     assert snap_compare(scene_app(read_only=True), run_before=timeline("p", preview=True),
                         terminal_size=(80, 24))
 
 
 # -- behaviour against the frozen scene ------------------------------------------------------
-async def open_timeline(pilot: Pilot[Any], process: str = "payments-sync") -> TimelineScreen:
-    app = pilot.app
-    app.open_process(process)  # type: ignore[attr-defined]
-    await pilot.pause()
-    await pilot.press("w")
-    await until(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded,
-                what="the timeline's first page")
-    assert isinstance(app.screen, TimelineScreen)
-    return app.screen
-
-
+@pytest.mark.slow
 async def test_a_long_journal_is_read_a_page_at_a_time() -> None:
     app = scene_app(journal_size=100_000)
     control = app.control
@@ -102,6 +97,7 @@ async def test_a_long_journal_is_read_a_page_at_a_time() -> None:
         assert screen.table.current is not None and screen.table.current.seq == 100_000
 
 
+@pytest.mark.slow
 async def test_filters_reach_the_journal_query() -> None:
     app = scene_app()
     control = app.control
@@ -140,6 +136,7 @@ def test_times_are_read_today_or_as_iso() -> None:
     assert parse_when("soon", NOW) is None
 
 
+@pytest.mark.slow
 async def test_an_irreversible_plan_needs_the_name_and_cancel_changes_nothing() -> None:
     app = scene_app()
     control = app.control
@@ -183,6 +180,7 @@ async def test_an_irreversible_plan_needs_the_name_and_cancel_changes_nothing() 
         assert control.calls == [("rewind", ("payments-sync", "payments-sync:60", "code_only"))]
 
 
+@pytest.mark.slow
 async def test_read_only_shows_the_plan_but_never_applies() -> None:
     app = scene_app(read_only=True)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -197,6 +195,7 @@ async def test_read_only_shows_the_plan_but_never_applies() -> None:
         assert isinstance(app.screen, TimelineScreen)  # no fork dialog either
 
 
+@pytest.mark.slow
 async def test_fork_asks_for_a_name() -> None:
     app = scene_app()
     control = app.control
@@ -231,6 +230,7 @@ def booking_runtime(tmp_path: Path) -> AgentRuntime:
     return runtime
 
 
+@pytest.mark.slow
 async def test_preview_cancel_then_apply_on_a_real_runtime(tmp_path: Path) -> None:
     runtime = booking_runtime(tmp_path)
     control = LocalControl(runtime, name="t")
@@ -285,6 +285,7 @@ async def test_preview_cancel_then_apply_on_a_real_runtime(tmp_path: Path) -> No
         await pilot.press("q")
 
 
+@pytest.mark.slow
 async def test_the_timeline_tab_shows_the_newest_entries_and_opens_the_screen() -> None:
     from promptui.screens.detail import TIMELINE_ROWS, ProcessDetailScreen
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from textual.widgets import Static
 
 from promptui.store import UIStore
@@ -13,12 +14,12 @@ from promptui.widgets.live_view import progress_text
 from promptui.widgets.process_views import config_view
 from runtime_core import AgentRuntime, ProcessConfig, TriggerEvent
 from runtime_core.events import McpServerLog, RunFinished, RunStep, ToolProgress
-from tests.tui.conftest import until
-from tests.tui.test_detail import make_app, open_detail, plain, running
+from tests.helpers.polling import until
+from tests.helpers.room import make_app, open_detail, plain, running
+from tests.helpers.workers import EXTRAS_SERVER
 
-EXTRAS = Path(__file__).resolve().parents[1] / "mcp" / "extras_server.py"
 
-
+@pytest.mark.slow
 async def test_the_running_step_shows_the_servers_progress_bar(tmp_path: Path) -> None:
     release = tmp_path / "release"
     runtime = AgentRuntime()
@@ -27,7 +28,7 @@ async def test_the_running_step_shows_the_servers_progress_bar(tmp_path: Path) -
             {"tool_calls": [{"name": "slow_job", "args": {"steps": 4,
                                                           "release": str(release)}}]},
             {"reply": "done"}]},
-        servers={"jobs": {"command": sys.executable, "args": [str(EXTRAS)], "timeout": 30}}))
+        servers={"jobs": {"command": sys.executable, "args": [str(EXTRAS_SERVER)], "timeout": 30}}))
     app = make_app(runtime)
     async with running(app, (80, 24)) as pilot:
         process = runtime.get_process("worker")

@@ -1,5 +1,5 @@
 """``promptui serve --cluster`` nodes as OS processes, and a load that injects through the
-owners' APIs, for the scale-out tests and bench/cluster.py.
+owners' APIs, for the scale-out tests and bench/cluster.py (which waits with ``polling.poll``).
 
 Every node runs in a folder of its own (its discovery file and log), on port 0 of 127.0.0.1,
 with one token for all. The manifests (``write_agents``) give each process a write tool that
@@ -14,17 +14,18 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
+
+from tests.helpers.cli import promptui_command
+from tests.helpers.polling import poll
 
 TOKEN = "cluster-test-token-0123456789abcdefghijklmnopq"
 START_TIMEOUT = 60.0
@@ -74,23 +75,6 @@ def write_agents(folder: Path, names: list[str]) -> Path:
         (agents / f"{name}.agent").write_text(AGENT.format(name=name))
     (agents / "cluster_ledger.py").write_text(LEDGER_TOOL)
     return agents
-
-
-def promptui_command() -> list[str]:
-    exe = Path(sys.executable).parent / "promptui"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "promptui.cli"]
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """``predicate()``'s first truthy value, polled; TimeoutError after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.02)
 
 
 @dataclass
@@ -176,7 +160,7 @@ class Cluster:
                                    f"{node.text()}")
             return node.listening()
 
-        node.url = wait_until(listening, START_TIMEOUT, f"node {node.node_id} to listen")
+        node.url = poll(listening, START_TIMEOUT, f"node {node.node_id} to listen")
 
     def split(self, names: list[str]) -> Counter[str]:
         """How many of ``names`` run on each node (empty until all of them run)."""

@@ -20,7 +20,7 @@ from typing import Any
 from runtime_core import AgentProcess, ProcessConfig, ToolContext, TriggerEvent, tool
 
 LEDGER: Path
-LEDGER_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "ledger_server.py"
+LEDGER_SERVER = Path(__file__).resolve().parent / "ledger_server.py"
 
 
 def peek(ctx: ToolContext) -> int:

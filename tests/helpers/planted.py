@@ -1,14 +1,12 @@
 """A process with a planted secret in every place a secret can go, the runs that carry it
 through a tool call, the context, the conversation, an incident, a dead letter and a waiting
-run, and the search for it in anything shown. Shared by test_no_secret_anywhere.py's
+run, and the search for it in anything shown. For tests/governance/test_no_secret_anywhere.py's
 in-process, HTTP, CLI and screen tests."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import time
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,8 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from runtime_core.control import ControlPlane
+from tests.helpers.polling import wait_for
+from tests.helpers.workers import LEDGER_SERVER
 
 MARKER = "PLANTED-4f2a9c"  # in every planted value: a partial leak is found too
 PLANTED = f"sk-{MARKER}"
@@ -32,10 +32,9 @@ SCOPE = VALUES["PLANTED_SCOPE"]
 #: inside the secret, 10 characters of it before the cut.
 REPLY_PADDING = "." * 176
 REPLY = f"{REPLY_PADDING} used the key [secret:api_key]"  # as shown
-LEDGER_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "ledger_server.py"
 
 TOOLS = '''\
-"""Tools of the planted-secret process (tests/governance/planted.py)."""
+"""Tools of the planted-secret process (tests/helpers/planted.py)."""
 
 from __future__ import annotations
 
@@ -216,24 +215,14 @@ INJECTIONS: tuple[tuple[dict[str, Any], str], ...] = (
 )
 
 
-async def poll(predicate: Any, timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def drive(control: ControlPlane) -> Driven:
     """Wait for the vault to run, then inject the planted runs one at a time."""
 
     async def running() -> bool:
         return (await control.process_detail("vault")).summary.state == "running"
 
-    await poll(running, what="the vault process to run (its MCP server connected)")
+    await wait_for(running, 30.0, "the vault process to run (its MCP server connected)",
+                   interval=0.05)
     event_ids: list[str] = []
     for payload, trigger_type in INJECTIONS:
         event_id = await control.inject("vault", payload, trigger_type)
@@ -245,7 +234,7 @@ async def drive(control: ControlPlane) -> Driven:
             return any(r.event_id == event_id and r.state in ("succeeded", "waiting")
                        for r in runs) or any(d.event_id == event_id for d in letters)
 
-        await poll(settled, what=f"the run of {payload}")
+        await wait_for(settled, 30.0, f"the run of {payload}", interval=0.05)
     letters = await control.dead_letters("vault")
     waiting = [r.run_id for r in await control.runs("vault", "waiting")]
     starts = await control.journal_entries("vault", entry_type="run_started", limit=5000)

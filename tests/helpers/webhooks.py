@@ -1,9 +1,10 @@
-"""Shared by the webhook sender and hostile-client tests: a recording accept function, a
-trigger served on 127.0.0.1 port 0, and each sender's signature computed as its documentation
-describes (the HMAC is computed here, never by the code under test)."""
+"""Webhook triggers under test: a recording accept function, a trigger served on 127.0.0.1 port 0,
+raw bytes sent to one, and each sender's signature computed as its documentation describes (the
+HMAC is computed here, never by the code under test)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -18,17 +19,22 @@ from runtime_core.config import TriggerConfig
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
 from runtime_core.triggers.webhook.trigger import WebhookTrigger
 
+SECRET = "s3cr3t-webhook-key"  # promptui's own scheme, in signed()
+
 
 class FakeAccept:
-    """Records every event and answers with a configurable result."""
+    """Records every event and answers with a configurable result (or raises)."""
 
     def __init__(self) -> None:
         self.events: list[TriggerEvent] = []
         self.result = AcceptResult.ACCEPTED
         self.reason = "accepted"
+        self.error: Exception | None = None
 
     async def __call__(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
         self.events.append(event)
+        if self.error is not None:
+            raise self.error
         return self.result, self.reason
 
 
@@ -53,6 +59,17 @@ def now() -> int:
 
 def hex_hmac(secret: str, message: bytes) -> str:
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+async def raw_status_line(port: int, request: bytes) -> bytes:
+    """Send raw bytes (e.g. headers without the promised body) and read the status line."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        return await asyncio.wait_for(reader.readline(), 5)
+    finally:
+        writer.close()
 
 
 # -- each sender, as its documentation describes it ------------------------------------------------
@@ -90,3 +107,10 @@ def standard(body: bytes, secret: str, msg_id: str, timestamp: int | None = None
     return {"webhook-id": msg_id, "webhook-timestamp": ts,
             "webhook-signature": "v1," + base64.b64encode(digest).decode(),
             "Content-Type": "application/json"}
+
+
+def signed(body: bytes, *, secret: str = SECRET, timestamp: int | None = None) -> dict[str, str]:
+    """promptui's own scheme: HMAC-SHA256 hex of "{timestamp}.{body}"."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    digest = hmac.new(secret.encode(), f"{ts}.".encode() + body, hashlib.sha256).hexdigest()
+    return {"X-Promptui-Timestamp": ts, "X-Promptui-Signature": f"sha256={digest}"}

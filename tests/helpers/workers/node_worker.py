@@ -1,6 +1,6 @@
 """A cluster node as its own OS process, for tests that pause (SIGSTOP) or kill (SIGKILL) it.
 
-    python -m tests.cluster.node_worker DSN NODE_ID TTL p1,p2,...
+    python -m tests.helpers.workers.node_worker DSN NODE_ID TTL p1,p2,...
 
 It prints one JSON line per event (ready, gain, lose, fenced, stopped). While it holds a process
 it keeps writing rows to ``fenced_writes`` (WRITES_DDL: the test creates it), each in a
