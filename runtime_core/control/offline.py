@@ -18,7 +18,7 @@ from runtime_core.journal.inspect import VerifyReport, process_names, read_dead_
 from runtime_core.journal.inspect import read_entries as read_entries
 from runtime_core.journal.inspect import verify as verify
 from runtime_core.journal.offline_rewind import apply_offline, fork_offline, plan_offline
-from runtime_core.journal.provider import JournalError
+from runtime_core.journal.provider import JournalError, open_for_writing
 from runtime_core.journal.reference.importer import (
     ImportReport,
     NotAReferenceJournal,
@@ -138,7 +138,7 @@ async def _with_journal(path: Path, action: Callable[[SQLiteJournal], Awaitable[
     # A writer: refused while a runtime holds the file (JournalLocked names it); strict, so
     # an offline command never moves a damaged journal aside, it says so and stops.
     journal = SQLiteJournal(path, strict=True)
-    await journal.open()
+    await open_for_writing(journal)
     try:
         return await action(journal)
     finally:

@@ -210,3 +210,16 @@ def _delivery_key(event: dict[str, Any]) -> str | None:
     metadata = event.get("metadata")
     key = metadata.get(DELIVERY_KEY) if isinstance(metadata, dict) else None
     return key if isinstance(key, str) and 0 < len(key) <= MAX_DELIVERY_KEY else None
+
+
+async def open_for_writing(journal: JournalProvider) -> None:
+    """Open ``journal`` for a writer (a process, an offline rewind): a journal that opened
+    read-only because another writer holds its file (SQLiteJournal.read_only) is refused now,
+    with the JournalLocked that names the holder, rather than at the first write."""
+    was_open = bool(getattr(journal, "is_open", False))
+    await journal.open()
+    held = getattr(journal, "read_only", None)
+    if isinstance(held, BaseException):
+        if not was_open:  # opened read-only just now, by this call: nothing is left open
+            await journal.close()
+        raise held

@@ -20,6 +20,7 @@ from typing import Any
 
 import aiosqlite
 
+from runtime_core import aio_sqlite
 from runtime_core.memory.provider import MemoryItem, MemoryUnavailable, query_terms, rank, terms
 
 SCHEMA_VERSION = 1
@@ -89,7 +90,7 @@ class SQLiteMemory:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = await aiosqlite.connect(self.path, isolation_level=None)
+            conn = await aio_sqlite.connect(self.path, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise MemoryUnavailable(f"long-term memory {self.path} cannot be created: {exc}; "
                                     "set memory.path to a writable place") from exc

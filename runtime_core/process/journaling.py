@@ -16,6 +16,7 @@ from runtime_core.events import (
     ProcessStateChanged,
 )
 from runtime_core.journal.factory import make_journal
+from runtime_core.journal.provider import open_for_writing
 from runtime_core.journal.recorder import ProcessRecorder
 from runtime_core.journal.sqlite.schema import DamagedJournal
 from runtime_core.lifecycle import ProcessState as S
@@ -45,7 +46,7 @@ class ProcessJournal:
         name; later (after stop() or close()), reopen it without a second recovery."""
         if self.prepared:
             if self.core.journal is not None:
-                await self.core.journal.open()
+                await open_for_writing(self.core.journal)
             return
         await self._prepare()
         self.prepared = True
@@ -54,7 +55,7 @@ class ProcessJournal:
         """Reopen the process's own journal if a failed start closed it, so a stop() can
         journal its checkpoint; a journal given to the process is left as its giver left it."""
         if self.prepared and self.owns_journal and self.core.journal is not None:
-            await self.core.journal.open()
+            await open_for_writing(self.core.journal)
 
     async def release(self) -> None:
         """Close the journal the process made from its config (its connection threads would
@@ -72,7 +73,7 @@ class ProcessJournal:
             self.owns_journal = True  # finds it made already: still ours)
             core.journal = make_journal(cfg, self._on_damage)
         journal = core.journal
-        await journal.open()
+        await open_for_writing(journal)
         level = cfg.level if cfg.level != "none" else "checkpoint"
         recorder = core.recorder = ProcessRecorder(journal, core.name, core.process_id, level)
         if core.secrets is not None:  # every entry is redacted before it is written

@@ -91,22 +91,36 @@ def held_message(path: Path, pid: int) -> str:
             r"another --journal$")
 
 
-async def test_a_second_os_process_is_refused_and_the_first_goes_on(
+@pytest.mark.slow
+async def test_a_second_os_process_reads_but_cannot_write_and_the_first_goes_on(
         tmp_path: Path, holder: Holder) -> None:
     path = tmp_path / "journal.db"
     second = SQLiteJournal(path)
-    with pytest.raises(JournalLocked, match=held_message(path, holder.proc.pid)) as refused:
-        await second.open()
-    assert isinstance(refused.value, JournalError)
-    assert refused.value.holder is not None and refused.value.holder.pid == holder.proc.pid
+    await second.open()  # another runtime holds the file: this one only reads
+    try:
+        assert isinstance(second.read_only, JournalLocked)
+        assert second.read_only.holder is not None
+        assert second.read_only.holder.pid == holder.proc.pid
+        assert [e.data["n"] for e in await second.read(ReadFilter(process="held"))] == [0]
+        with pytest.raises(JournalLocked, match=held_message(path, holder.proc.pid)) as refused:
+            await second.append(JournalEntry("held", "note", {"n": 99}))
+        assert isinstance(refused.value, JournalError)
+        with pytest.raises(JournalLocked, match=held_message(path, holder.proc.pid)):
+            second.preflight()  # a command that would write fails before it starts
+        # The holder is not disturbed: its appends go on, in one unbroken chain, and the
+        # reader sees each one once it is committed.
+        assert [holder.append() for _ in range(3)] == [2, 3, 4]
+        assert [e.seq for e in await second.read(ReadFilter(process="held"))] == [1, 2, 3, 4]
+    finally:
+        await second.close()
     assert not second.is_open
-    # The holder is not disturbed: its appends go on, in one unbroken chain.
-    assert [holder.append() for _ in range(3)] == [2, 3, 4]
     assert [e.seq for e in offline.read_entries(path, "held")] == [1, 2, 3, 4]
     assert offline.verify(path).ok
     assert not list(tmp_path.glob("*.damaged-*"))  # nothing was moved aside either
+    assert holder.append() == 5  # closing the reader left the holder's lock alone
 
 
+@pytest.mark.slow
 async def test_readers_do_not_take_the_lock(tmp_path: Path, holder: Holder) -> None:
     """promptui logs, status and journal verify read while a server runs."""
     path = tmp_path / "journal.db"
@@ -118,6 +132,7 @@ async def test_readers_do_not_take_the_lock(tmp_path: Path, holder: Holder) -> N
     assert holder.append() == 3  # and the holder never noticed
 
 
+@pytest.mark.slow
 async def test_offline_rewind_and_fork_are_refused_while_a_runtime_holds_the_journal(
         tmp_path: Path, holder: Holder) -> None:
     path = tmp_path / "journal.db"
@@ -132,6 +147,7 @@ async def test_offline_rewind_and_fork_are_refused_while_a_runtime_holds_the_jou
     assert holder.append() == 2
 
 
+@pytest.mark.slow
 async def test_a_holder_killed_with_sigkill_does_not_block_the_next_start(
         tmp_path: Path, holder: Holder) -> None:
     path = tmp_path / "journal.db"
@@ -149,6 +165,7 @@ async def test_a_holder_killed_with_sigkill_does_not_block_the_next_start(
     assert not lock_path(path).exists()  # a clean close leaves no lock file behind
 
 
+@pytest.mark.slow
 async def test_a_clean_close_lets_the_next_runtime_in(tmp_path: Path, holder: Holder) -> None:
     path = tmp_path / "journal.db"
     assert holder.proc.stdin is not None
@@ -164,22 +181,29 @@ async def test_a_clean_close_lets_the_next_runtime_in(tmp_path: Path, holder: Ho
         await journal.close()
 
 
-async def test_a_second_journal_object_in_the_same_process_is_refused(tmp_path: Path) -> None:
-    """Each object counts seqs on its own, so two on one file would collide: one object per
-    file (AgentRuntime shares one among its processes)."""
+async def test_a_second_journal_object_in_the_same_process_reads_but_cannot_write(
+        tmp_path: Path) -> None:
+    """Each object counts seqs on its own, so two writers on one file would collide: one
+    writing object per file (AgentRuntime shares one among its processes). A second object
+    opened to read while a process runs (to list entries and pick one to rewind to) reads
+    what the first committed; a write through it is refused, saying what to do."""
     path = tmp_path / "journal.db"
     first = SQLiteJournal(path)
     await first.open()
     try:
         await first.append(JournalEntry("p", "note", {}))
         second = SQLiteJournal(path)
-        with pytest.raises(JournalLocked, match=(
-                rf"journal {re.escape(str(path))} is already open in this process \(pid "
-                rf"{os.getpid()}\) by another journal object; share that one")):
-            await second.open()
-        with pytest.raises(JournalLocked):
+        await second.open()
+        locked = (rf"journal {re.escape(str(path))} is already open in this process \(pid "
+                  rf"{os.getpid()}\) by another journal object; share that one")
+        assert [e.seq for e in await second.read(ReadFilter(process="p"))] == [1]
+        with pytest.raises(JournalLocked, match=locked):
+            await second.append(JournalEntry("p", "note", {}))
+        with pytest.raises(JournalLocked, match=locked):
             second.preflight()
         assert (await first.append(JournalEntry("p", "note", {}))).seq == 2
+        assert [e.seq for e in await second.read(ReadFilter(process="p"))] == [1, 2]
+        await second.close()
     finally:
         await first.close()
     second.preflight()  # the file is free again

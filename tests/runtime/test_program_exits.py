@@ -22,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.workers import LEDGER_SERVER
+
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
-LEDGER_SERVER = ROOT / "tests" / "mcp" / "ledger_server.py"
 EXIT_WITHIN = 5.0  # seconds from main() returning to the interpreter having exited
 WHOLE_PROGRAM = 120.0  # a cold stdio MCP server imports the SDK first; slow boxes need room
 
@@ -54,7 +57,7 @@ PROGRAM = textwrap.dedent('''
             {"type": "message", "topic": "news"},
         ])
 
-    async def eventually(predicate, what, timeout=30.0):
+    async def condition(predicate, what, timeout=30.0):
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
@@ -82,7 +85,7 @@ PROGRAM = textwrap.dedent('''
         process.event_bus.emit("thing.happened", {"n": 1}, source="test")
         process.broker.publish("news", "hello", sender="test")
         await process.inject(TriggerEvent("manual", "manual", {"reason": "ad-hoc check"}))
-        await eventually(lambda: process.invocation_count >= before + 5, "five runs")
+        await condition(lambda: process.invocation_count >= before + 5, "five runs")
 
     async def main():
         runtime = AgentRuntime() if MODE == "stop_all" else None
@@ -97,9 +100,15 @@ PROGRAM = textwrap.dedent('''
             pids.append(await server_pid(process))
             if cycle == 1:
                 await every_trigger(process, runtime)
+                if MODE == "no_stop":  # a script that forgets stop(): main() just returns
+                    print("SERVERS", json.dumps(pids), flush=True)
+                    return
+                if MODE == "raises":  # or one that fails half-way
+                    print("SERVERS", json.dumps(pids), flush=True)
+                    raise RuntimeError("the script failed")
             else:  # started again: the journal, the triggers and the server work again
                 await process.inject(TriggerEvent("manual", "manual", {"cycle": 2}))
-                await eventually(lambda: process.invocation_count >= 6, "the sixth run")
+                await condition(lambda: process.invocation_count >= 6, "the sixth run")
             if MODE == "close":
                 await process.close()
             elif MODE == "stop_all":
@@ -121,7 +130,10 @@ PROGRAM = textwrap.dedent('''
         print("STILL ALIVE", json.dumps(alive), file=sys.stderr, flush=True)
         os._exit(3)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except RuntimeError as exc:
+        print("RAISED", json.dumps(str(exc)), flush=True)
     print("MAIN RETURNED", time.time(), flush=True)
     threading.Thread(target=watchdog, name="watchdog", daemon=True).start()
 ''')
@@ -189,3 +201,27 @@ def test_a_program_that_stops_its_process_exits(mode: str, tmp_path: Path) -> No
              and json.loads(data)["to_state"] == "stopped"]
     assert len(stops) == 2
     assert all(rows[i - 1][0] == "checkpoint" for i in stops)
+
+
+@pytest.mark.parametrize("mode", ["no_stop", "raises"])
+def test_a_program_that_never_stops_its_process_still_exits(mode: str, tmp_path: Path) -> None:
+    """No thread of ours keeps a finished program alive: a script that returns from
+    asyncio.run() without stop(), or raises, exits; what it acknowledged is in the journal
+    (its runs ended there), and its MCP server goes with it."""
+    done, took = run_program(mode, tmp_path)
+    assert done.returncode == 0, (
+        f"status {done.returncode} (3: threads still running {EXIT_WITHIN - 1:g}s after "
+        f"main() returned)\n{done.stdout}\n{done.stderr[-3000:]}")
+    assert took < EXIT_WITHIN, f"exited {took:.1f}s after main() returned"
+    if mode == "raises":
+        assert line(done, "RAISED") == "the script failed"
+    pids = line(done, "SERVERS")
+    assert isinstance(pids, list) and len(pids) == 1
+    deadline = time.monotonic() + 10  # the server sees its stdin close, then exits
+    while alive(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pids[0]), "an MCP server outlived its program"
+    with sqlite3.connect(tmp_path / "journal.db") as db:
+        ends = db.execute("SELECT count(*) FROM entries WHERE process = ? AND entry_type = "
+                          "'run_finished'", ("all-triggers",)).fetchone()[0]
+    assert ends == 5  # the five runs the script waited for are durable

@@ -31,7 +31,7 @@ from runtime_core.journal.provider import (
 from runtime_core.journal.sql_reads import SqlReads
 from runtime_core.journal.sqlite.check import take_file
 from runtime_core.journal.sqlite.commit import PendingAppend
-from runtime_core.journal.sqlite.lock import JournalLock, check_path
+from runtime_core.journal.sqlite.lock import JournalLock, JournalLocked, check_path
 from runtime_core.journal.sqlite.queries import SELECT_ENTRIES, read_sql, row_to_entry
 from runtime_core.journal.sqlite.schema import (
     DamagedJournal,
@@ -78,23 +78,34 @@ class SQLiteJournal(SqlReads):
         self._error: BaseException | None = None
         self.faults = FaultState(str(self.path))  # degraded while a commit cannot be made
         self._closed = False
+        #: Set when another writer holds the file: this object reads what that one committed,
+        #: and a write raises this (the writer's JournalLocked, naming who holds the file).
+        self.read_only: JournalLocked | None = None
         self.batches = 0
         self.committed = 0
 
     # -- opening ----------------------------------------------------------------------------------
     @property
     def is_open(self) -> bool:
-        return self._writer is not None and not self._closed
+        """Open for writing, or for reading what another writer commits (``read_only``)."""
+        return (self._writer is not None or self.read_only is not None) and not self._closed
 
     async def open(self) -> None:
         """Open (or reopen after close); a no-op when already open. Refuses (a JournalError
-        naming the path and what to do) a path that cannot hold a journal, a journal another
-        runtime holds, and one damaged where recovery reads it; see ``check``."""
+        naming the path and what to do) a path that cannot hold a journal and one damaged
+        where recovery reads it; see ``check``. When another writer (another runtime, or
+        another journal object in this program) holds the file, it opens read-only: reads see
+        what that writer committed, and a write raises the JournalLocked naming the holder."""
         if self.is_open:
             return
         self._closed = False
         self._error = None
-        damage = await asyncio.to_thread(self._take, True)
+        self.read_only = None
+        try:
+            damage = await asyncio.to_thread(self._take, True)
+        except JournalLocked as held:
+            await self._open_read_only(held)
+            return
         if damage is not None:
             self.damage = damage
             log.critical("%s; starting a fresh journal", damage)
@@ -110,6 +121,8 @@ class SQLiteJournal(SqlReads):
     def preflight(self) -> None:
         """Raise now what open() would refuse, opening nothing (a command fails before it
         starts anything); a file open() would move aside is left for it to move and report."""
+        if self.read_only is not None and not self._closed:
+            raise self.read_only
         if not self.is_open:
             self._take(False)
             self._lock.release()
@@ -122,6 +135,10 @@ class SQLiteJournal(SqlReads):
         except BaseException:
             self._lock.release()
             raise
+
+    async def _open_read_only(self, held: JournalLocked) -> None:
+        self._reader = await connect_reader(self.path, self.busy_timeout_ms, read_only=True)
+        self.read_only = held
 
     async def _connect(self) -> None:
         conn = await asyncio.to_thread(connect_writer, self.path, self.busy_timeout_ms)
@@ -143,6 +160,8 @@ class SQLiteJournal(SqlReads):
         """Queue ``entry`` (its seq is assigned now) and return a future that resolves once it is
         committed. Entries commit in the order they were submitted."""
         writer = self._writer
+        if self.read_only is not None and not self._closed:
+            raise self.read_only
         if self._closed or writer is None:
             raise JournalError(f"journal {self.path} is not open")
         if self._error is not None:
@@ -223,7 +242,8 @@ class SQLiteJournal(SqlReads):
             await asyncio.shield(writer.done)
         await self._disconnect()
         self._writer = None
-        self._lock.release()  # last: the next writer finds the file closed (WAL folded in)
+        if self.read_only is None:  # a read-only object never held the lock
+            self._lock.release()  # last: the next writer finds the file closed (WAL folded in)
 
     async def _disconnect(self) -> None:
         if self._reader is not None:

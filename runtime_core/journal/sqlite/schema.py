@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runtime_core import aio_sqlite
 from runtime_core.journal.provider import JournalError
 from runtime_core.journal.sqlite.lock import ELSEWHERE
 
@@ -146,12 +147,16 @@ def _cannot_write(path: Path, exc: BaseException) -> JournalError:
                         f"room, {ELSEWHERE}")
 
 
-async def connect_reader(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
-    """A reading connection (reads never wait for the writer in WAL mode)."""
-    import aiosqlite  # here, not above: the read-only inspect path loads this module
-
+async def connect_reader(path: Path, busy_timeout_ms: int, *,
+                         read_only: bool = False) -> aiosqlite.Connection:
+    """A reading connection (reads never wait for the writer in WAL mode); ``read_only``: one
+    that cannot write either, for a journal another writer holds."""
     try:
-        conn = await aiosqlite.connect(path, isolation_level=None)
+        if read_only:
+            conn = await aio_sqlite.connect(f"file:{path}?mode=ro", uri=True,
+                                            isolation_level=None)
+        else:
+            conn = await aio_sqlite.connect(path, isolation_level=None)
         await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         return conn
     except sqlite3.Error as exc:
