@@ -99,6 +99,11 @@ class ControlRoom(RoomCommands):
         self.pump_count = 0
         self._too_small: TooSmallScreen | None = None
         self._quitting = False  # a drain before quitting is under way
+        self._runtime_stopping = False  # the runtime is being stopped (shutdown() entered)
+        #: What the embedded runtime kept as it stopped with the room: each process's
+        #: {"pending": queued events kept for the next start, "dead_letters": ...}; None
+        #: attached, or before the room closes.
+        self.kept: dict[str, dict[str, int]] | None = None
         if low_bandwidth:
             self.animation_level = "none"
         hide_refused(self, GLOBAL_ACTIONS, control.read_only)
@@ -153,9 +158,10 @@ class ControlRoom(RoomCommands):
         self.push_screen(ChoiceDialog(
             f"Quit? {runs} run(s) in flight in {processes} process(es)",
             f"Drain: they finish first (up to {STOP_DRAIN_SECONDS:g} s) while no new event "
-            "is taken, then the room closes (q again cuts it short). Quit now: they are "
-            "cancelled; a write cut off waits for an operator to reconcile after the next "
-            "start. Queued events go to the dead letters, journaled.",
+            "is taken, then the room closes (q again cuts it short). Quit now: they are cut "
+            "off and go on from their last durable step at the next start (a write cut off "
+            "waits for an operator to reconcile). Queued events stay queued in the journal "
+            "and run at the next start.",
             [("drain", "Drain, then quit"), ("now", "Quit now")]), chosen)
 
     async def _runs_in_flight(self) -> dict[str, int]:
@@ -170,21 +176,26 @@ class ControlRoom(RoomCommands):
             self._quitting = True  # the header shows "draining N run(s)" meanwhile
             self.notify(f"draining before quitting (up to {drain:g} s); q again quits now",
                         timeout=drain)
-            try:
-                await self.control.runtime.stop_all(drain_timeout=drain)
-            except Exception as exc:  # closing below stops whatever is left
-                self.notify(f"stop failed: {exc}", severity="error", timeout=8)
-        await self.shutdown()
+        await self.shutdown(drain or 0.0)
         self.exit()
 
-    async def shutdown(self) -> None:
-        """Stop the embedded runtime cleanly: queued events are journaled, nothing is lost."""
-        if self.runtime_closed:
+    async def shutdown(self, drain: float = 0.0) -> None:
+        """Stop the embedded runtime as every host stops (``AgentRuntime.shutdown``): the runs
+        in flight may finish first (``drain`` seconds), what is still queued stays in the
+        journal and runs at the next start (``kept`` says how much). Attached: detach."""
+        if self._runtime_stopping:
             return
+        self._runtime_stopping = True
+        if isinstance(self.control, LocalControl):
+            try:  # the pump goes on meanwhile: the header shows the drain
+                self.kept = await self.control.shutdown(drain)
+            except Exception as exc:  # closing below stops whatever is left
+                self.notify(f"stop failed: {exc}", severity="error", timeout=8)
         self.runtime_closed = True
         if self._stream is not None:
             self._stream.close()
-        await self.control.close()
+        if self.kept is None:  # attached, or the shutdown failed: close what is left
+            await self.control.close()
 
     async def on_unmount(self) -> None:
         await self.shutdown()

@@ -88,15 +88,16 @@ class RoomCommands(App[None]):
             elif choice == "now":
                 self.command(f"stop {name}", lambda: self.control.stop(name, 0.0))
 
-        queued = "Queued events go to the dead letters, journaled, ready to redeliver."
+        queued = ("Queued events stay queued in the journal and run once when it starts "
+                  "again.")
         if not running:
             self.push_screen(ChoiceDialog(f"Stop {name}?", queued, [("now", "Stop")]), chosen)
             return
         self.push_screen(ChoiceDialog(
             f"Stop {name}? {running} run(s) in flight",
             f"Drain: they finish first (up to {STOP_DRAIN_SECONDS:g} s) while no new event "
-            "is taken. Stop now: they are cancelled; a write cut off waits for an operator to "
-            f"reconcile. {queued}",
+            "is taken. Stop now: they are cut off and go on from their last durable step at "
+            f"its next start (a write cut off waits for an operator to reconcile). {queued}",
             [("drain", "Drain, then stop"), ("now", "Stop now")]), chosen)
 
     def action_suspend_resume(self) -> None:

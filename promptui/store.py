@@ -92,7 +92,9 @@ def describe(event: RuntimeEvent) -> str:
             return f"run {get('run_id')[:8]} asks the operator: {get('tool')} (enter: answer)"
         return f"run {get('run_id')[:8]} waits: {get('reason')}"
     if kind == "journal.damaged":
-        return f"journal damaged: {get('reason')}"
+        moved = get("moved_to")
+        return (f"journal damaged: {get('reason')}" + (
+            f"; left behind at {moved} (promptui journal salvage {moved})" if moved else ""))
     if kind == "journal.fault":
         reason = get("reason")
         return (f"journal {get('path')} cannot be written: {reason}; events are refused"
@@ -322,6 +324,11 @@ class UIStore:
     def journal_faults(self) -> int:
         """Processes whose journal cannot be written now."""
         return sum(1 for s in self.processes.values() if s.journal_fault)
+
+    @property
+    def journals_left_behind(self) -> list[str]:
+        """Damaged journals moved aside at start (on_damage: start_fresh), one line each."""
+        return sorted({line for s in self.processes.values() for line in s.journal_left_behind})
 
     @property
     def draining(self) -> tuple[int, int]:

@@ -34,10 +34,12 @@ class AgentRuntime:
     (``load_manifest``, ``load_directory``, ``add_manifest``: the runtime remembers each one's
     file to name it in start problems) or by a process itself (open mode's spawn, ``fork``).
     ``start_all`` starts every process that is down and keeps going past one that fails
-    (``start_failures``, ``start_problems``); ``stop_all`` stops them all, draining if asked,
-    then closes the shared journals so the program can exit; ``shutdown`` closes for a service
-    restart, keeping what was accepted for the next start; ``remove_process`` closes and forgets
-    one. ``async with AgentRuntime()`` starts all and closes all."""
+    (``start_failures``, ``start_problems``); ``stop_all`` stops them all with the spec's
+    stop (draining if asked; what has not run is dead-lettered), then closes the shared
+    journals so the program can exit; ``shutdown`` is how promptui's hosts (serve, run, the
+    room, a cluster node) stop: it drains, keeps what was accepted and not finished for the
+    next start and says how much; ``remove_process`` closes and forgets one. ``async with
+    AgentRuntime()`` starts all and closes all."""
 
     def __init__(
         self,
@@ -110,6 +112,15 @@ class AgentRuntime:
             faults = getattr(journal, "faults", None)
             if isinstance(faults, FaultState) and faults.reason is not None:
                 found[str(getattr(journal, "path", ""))] = faults.reason
+        return found
+
+    def journals_left_behind(self) -> dict[str, str]:
+        """Damaged journals moved aside (``on_damage: start_fresh``) and still beside their
+        journal files: where each lies -> what it held and how to rescue it."""
+        found: dict[str, str] = {}
+        for journal in self._journals.values():
+            for kept in getattr(journal, "left_behind", None) or ():
+                found[str(kept.path)] = kept.describe()
         return found
 
     @property
@@ -290,10 +301,11 @@ class AgentRuntime:
             await self._close_journals()
 
     async def shutdown(self, drain_timeout: float | None = None) -> dict[str, dict[str, int]]:
-        """Close for a service restart (SIGTERM): every process as ``AgentProcess.shutdown``,
-        so the next start on the same journals takes back the queued events and the runs in
-        flight instead of finding them dead-lettered. With ``drain_timeout`` the runs in
-        flight may finish first, as for stop_all(). Returns each process's counts."""
+        """Stop as every promptui host does (SIGTERM, Ctrl+C, the room's quit): every process
+        as ``AgentProcess.shutdown``, so the next start on the same journals takes back the
+        queued events and the runs in flight instead of finding them dead-lettered. With
+        ``drain_timeout`` the runs in flight may finish first, as for stop_all(). Returns each
+        process's counts: {"pending": events kept, "dead_letters": ...}."""
         drains = self._drains(drain_timeout)
         try:
             processes = list(self._processes.values())

@@ -53,9 +53,13 @@ def run(
     if as_json:
         print(json.dumps(final, indent=2, default=str))
     else:
-        dead = sum(p["dead_letter_count"] for p in final["processes"].values())
-        console.print(f"Stopped cleanly. {dead} event(s) in dead letters, kept in the journal "
-                      "for redelivery.")
+        console.print(closing_line(final["stopped"]))
+
+
+def closing_line(stopped: dict[str, Any]) -> str:
+    """What ``promptui run`` (and ``demo``) say as they end: what the journal keeps."""
+    return (f"Stopped cleanly. {stopped['kept']} queued event(s) kept in the journal for the "
+            f"next start; {stopped['dead_letters']} dead letter(s) kept for redelivery.")
 
 
 def demo(
@@ -140,8 +144,11 @@ def snapshot(runtime: AgentRuntime) -> dict[str, Any]:
 
 async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bool,
                        console: Console, drain_timeout: float = 0.0) -> dict[str, Any]:
-    """Start, show the table until ``seconds`` or a signal, then stop: the runs in flight may
-    finish first (``drain_timeout``; a second signal cuts it short)."""
+    """Start, show the table until ``seconds`` or a signal, then stop as ``promptui serve``
+    does (AgentRuntime.shutdown): the runs in flight may finish first (``drain_timeout``; a
+    second signal cuts it short), what is still queued stays in the journal for the next
+    start. The final status says how much under "stopped": {"kept", "dead_letters",
+    "processes": each one's counts}."""
     import asyncio
 
     # Log lines go through the live display's console so they print above the table.
@@ -168,7 +175,7 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
     except BaseException:
         root.removeHandler(handler)
         raise
-    stopping: asyncio.Task[None] | None = None
+    stopping: asyncio.Task[dict[str, dict[str, int]]] | None = None
     try:
         with Live(console=console, auto_refresh=False, transient=False) as view:
             while not stop.is_set():
@@ -181,18 +188,19 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
                     async with asyncio.timeout(0.5):
                         await stop.wait()
             stop.set()  # a signal from here on cuts the drain short
-            stopping = asyncio.ensure_future(runtime.stop_all(drain_timeout))
+            stopping = asyncio.ensure_future(runtime.shutdown(drain_timeout))
             while not stopping.done():  # the table shows the drain as it goes
                 if live:
                     view.update(status_table(runtime, loop.time() - started, console.width),
                                 refresh=True)
                 await asyncio.wait((stopping,), timeout=0.5)
     finally:
-        if stopping is None:
-            await runtime.stop_all()
-        else:
-            await stopping
-        final = snapshot(runtime)
-        await runtime.close()
-        root.removeHandler(handler)
+        try:
+            counts = await (runtime.shutdown(0.0) if stopping is None else stopping)
+        finally:
+            root.removeHandler(handler)
+    final = snapshot(runtime)
+    final["stopped"] = {"kept": sum(c["pending"] for c in counts.values()),
+                        "dead_letters": sum(c["dead_letters"] for c in counts.values()),
+                        "processes": counts}
     return final

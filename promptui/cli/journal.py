@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
+from promptui.cli.journal_compact import journal_compact
 from promptui.cli.journal_import import journal_import
+from promptui.cli.journal_salvage import journal_salvage
 from promptui.cli.options import (
     JOURNAL_OPTION,
     NAME_ARGUMENT,
@@ -39,8 +41,10 @@ if TYPE_CHECKING:
 FOLLOW_SECONDS = 0.5
 PAGE = 1000
 
-journal_app = Typer(help="Export, verify and import journals.", no_args_is_help=True)
+journal_app = Typer(help="Export, verify, import and salvage journals.", no_args_is_help=True)
 journal_app.command("import")(journal_import)
+journal_app.command("salvage")(journal_salvage)
+journal_app.command("compact")(journal_compact)
 
 
 def format_entry(entry: JournalEntry, width: int = 100) -> str:
@@ -199,7 +203,9 @@ def verify_command(journal: Path = JOURNAL_OPTION) -> None:
     report = verify(journal)
     for name, count in sorted(report.processes.items()):
         cps = report.checkpoints.get(name, 0)
-        wrapped.print(f"{escape(name)}: {count} entries, {cps} checkpoints")
+        mark = report.retained.get(name)
+        retained = f" (retention removed entries before seq {mark})" if mark else ""
+        wrapped.print(f"{escape(name)}: {count} entries, {cps} checkpoints{retained}")
     if report.ok:
         wrapped.print(f"[green]ok[/green]: {escape(str(journal))} is sound")
         return

@@ -10,6 +10,7 @@ from promptui import __version__
 from promptui.cli.answer import answer
 from promptui.cli.headless import demo, run
 from promptui.cli.incidents import incidents
+from promptui.cli.inject import inject
 from promptui.cli.journal import journal_app, logs
 from promptui.cli.locate import locate
 from promptui.cli.manifest_cmd import manifest
@@ -44,6 +45,7 @@ app.command("stop")(stop)
 app.command("suspend")(suspend)
 app.command("resume")(resume)
 app.command("restart")(restart)
+app.command("inject")(inject)
 app.command("dead-letters")(dead_letters)
 app.command("answer")(answer)
 app.command("reconcile")(reconcile)

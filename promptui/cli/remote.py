@@ -52,7 +52,7 @@ def status(
     journal: Path = JOURNAL_OPTION,
 ) -> None:
     """The processes of the served runtime; without a server, what the journal knows."""
-    from runtime_core.control.offline import JournalError
+    from runtime_core.control.offline import JournalError, left_behind
 
     target = server_for(url, token, journal)
     if target is None:
@@ -62,8 +62,12 @@ def status(
         try:
             rows = journal_rows(journal)
         except (JournalError, sqlite3.DatabaseError) as exc:
-            raise fail(str(exc)) from None
+            raise fail(f"{exc}" if isinstance(exc, JournalError) else
+                       f"cannot read journal {journal}: {exc}; if it is damaged, 'promptui "
+                       f"journal salvage {journal}' rescues what it holds") from None
         print_journal_status(rows, journal, as_json, out)
+        for what in left_behind(journal):
+            err.print(f"[red]journal left behind:[/red] {escape(what)}")
         return
 
     async def read(control: RemoteControl) -> tuple[dict[str, Any], list[ProcessSummary]]:
@@ -74,6 +78,7 @@ def status(
     if as_json:
         print(json.dumps({"runtime": info.get("name"), "url": target.url, "source": "server",
                           "journal_faults": info.get("journal_faults") or {},
+                          "journal_left_behind": info.get("journal_left_behind") or {},
                           "processes": [asdict(p) for p in processes]}, indent=2))
         return
     table = Table(title=f"{escape(str(info.get('name', '')))} @ {escape(target.url)}",
@@ -87,6 +92,8 @@ def status(
     faults = info.get("journal_faults") or {}
     for path, why in faults.items():
         err.print(f"[red]journal degraded:[/red] {escape(path)}: {escape(why)}")
+    for what in (info.get("journal_left_behind") or {}).values():
+        err.print(f"[red]journal left behind:[/red] {escape(what)}")
     for p in processes:
         state = f"{p.state} ({p.suspend_reason})" if p.suspend_reason else p.state
         if p.draining:
@@ -124,11 +131,17 @@ def stop(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
          drain: float | None = typer.Option(
              None, "--drain", min=0, max=3600, metavar="SECONDS",
              help="Let the runs in flight finish first, up to this long (default: the "
-             "process's drain_timeout, else none).")) -> None:
-    """Stop a process of the served runtime (its queued events go to the dead letters)."""
+             "process's drain_timeout, else none)."),
+         dead_letter_queued: bool = typer.Option(
+             False, "--dead-letter-queued", help="Dead-letter the queued events (\"process "
+             "stopped\", ready to redeliver) instead of keeping them for the next start.")
+         ) -> None:
+    """Stop a process of the served runtime. Its queued events stay queued in the journal and
+    run once when it next starts ('promptui start NAME', or a restart of the server)."""
     if drain is not None:
         out.print(f"{escape(name)}: draining, up to {drain:g} s ...")
-    _lifecycle("stop", name, url, token, drain_timeout=drain)
+    _lifecycle("stop", name, url, token, drain_timeout=drain,
+               queued="dead_letter" if dead_letter_queued else "keep")
 
 
 def suspend(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,

@@ -24,6 +24,7 @@ from promptui.cli.options import (
 )
 
 if TYPE_CHECKING:
+    from promptui.app import ControlRoom
     from promptui.settings import Settings
     from runtime_core.control.plane import ControlPlane
 
@@ -56,8 +57,21 @@ def ui(
     name = "demo" if not paths else ", ".join(p.name for p in paths)[:24]
     control = LocalControl(runtime, name=name,
                            read_only=settings.read_only if read_only is None else read_only)
-    open_room(control, theme=theme, no_mouse=no_mouse, refresh=refresh, low_bandwidth=low)
-    err.print("Stopped cleanly; queued events and dead letters are kept in the journal.")
+    room = open_room(control, theme=theme, no_mouse=no_mouse, refresh=refresh,
+                     low_bandwidth=low)
+    err.print(room_closing_line(room.kept))
+
+
+def room_closing_line(kept: dict[str, dict[str, int]] | None) -> str:
+    """What ``promptui ui`` (and ``demo``'s room) say once the room has stopped the runtime:
+    how many queued events the journal keeps for the next start, and the dead letters."""
+    if kept is None:
+        return ("The runtime did not stop cleanly (see .promptui/promptui.log); the next start "
+                "takes back what the journal holds.")
+    queued = sum(c["pending"] for c in kept.values())
+    dead = sum(c["dead_letters"] for c in kept.values())
+    return (f"Stopped cleanly: {queued} queued event(s) kept in the journal for the next "
+            f"start; {dead} dead letter(s) kept for redelivery.")
 
 
 def attach(
@@ -118,8 +132,9 @@ def _settings() -> Settings:
 
 
 def open_room(control: ControlPlane, *, theme: str | None, no_mouse: bool,
-              refresh: float | None, low_bandwidth: bool) -> None:
-    """Run the control room on ``control`` (embedded or attached) until the operator quits."""
+              refresh: float | None, low_bandwidth: bool) -> ControlRoom:
+    """Run the control room on ``control`` (embedded or attached) until the operator quits;
+    returns the closed room (its ``kept`` counts, embedded)."""
     from promptui.cli.keymap import keymap_warnings
     from promptui.settings import config_path, user_themes_dir
     from promptui.themes import LOW_BANDWIDTH_THEME, load_themes
@@ -150,6 +165,7 @@ def open_room(control: ControlPlane, *, theme: str | None, no_mouse: bool,
                       keymap=settings.keymap)
     tune_gc()
     app.run(mouse=not no_mouse and settings.mouse)  # quitting closes the control plane
+    return app
 
 
 def _builtin_theme_names() -> set[str]:

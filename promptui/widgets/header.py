@@ -1,5 +1,6 @@
 """The one-line header: a read-only badge (first, so a narrow terminal never cuts it off),
-runtime name, clock, a reconnecting badge when an attached server is away, process counts by
+runtime name, clock, the journal badges (degraded; a damaged journal left behind), a
+reconnecting badge when an attached server is away, process counts by
 state, events/s and total queued."""
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class StatusHeader(Static):
         faults = store.journal_faults
         if faults:  # the runtime refuses events until its journal writes again
             text.append(f" journal degraded ({faults}) ", style="bold white on red")
+            text.append("  ")
+        left = len(store.journals_left_behind)
+        if left:  # started fresh on a damaged journal: what it held waits to be salvaged
+            text.append(f" journal left behind ({left}) ", style="bold black on dark_orange")
             text.append("  ")
         draining, runs_left = store.draining
         if draining:

@@ -33,6 +33,9 @@ STATUS_OF_CODE = {
     "CONFLICT": 409,  # e.g. a fork's trigger clashes with one already served
     "JOURNAL_UNAVAILABLE": 503,  # degraded: try again once the journal writes again
     "INBOX_UNAVAILABLE": 503,  # a cluster node cannot reach its inbox (the database) now
+    "NOT_RUNNING": 409,  # an inject for a stopped or failed process: start it first
+    "NOT_ACCEPTING": 503,  # an inject while the process stops, drains or shuts down
+    "QUEUE_FULL": 503,  # an inject with no room in the queue: try again shortly
 }
 
 

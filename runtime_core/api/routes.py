@@ -104,11 +104,14 @@ class RuntimeInfo(BaseModel):
     boot: str
     process_count: int
     journal_faults: dict[str, str] = Field(default_factory=dict)  # path -> why it can't write
+    #: Damaged journals a start moved aside (on_damage: start_fresh): where -> what they held.
+    journal_left_behind: dict[str, str] = Field(default_factory=dict)
 
 
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
     journal_faults: dict[str, str] = Field(default_factory=dict)
+    journal_left_behind: dict[str, str] = Field(default_factory=dict)
 
 
 class Done(BaseModel):
@@ -133,14 +136,21 @@ def log_of(request: Request) -> EventLog:
 
 # -- the runtime ----------------------------------------------------------------------------
 @router.get("/health", summary="Liveness (no token needed): 503 while a journal cannot be "
-            "written", response_model=Health, response_model_exclude_defaults=True,
+            "written; 200 'degraded' while a damaged journal is left behind",
+            response_model=Health, response_model_exclude_defaults=True,
             responses={**errors(403, 421), **health_unavailable(Health)})
 async def health(request: Request) -> Any:
-    faults = (await control_of(request).runtime_info()).get("journal_faults") or {}
+    info = await control_of(request).runtime_info()
+    faults = info.get("journal_faults") or {}
+    left = info.get("journal_left_behind") or {}
     if faults:  # a load balancer stops sending; the runtime heals by itself
         body = Health(status="degraded", journal_faults={
-            path: f"journal {path}: {why}" for path, why in faults.items()})
+            path: f"journal {path}: {why}" for path, why in faults.items()},
+            journal_left_behind=left)
         return JSONResponse(body.model_dump(), 503, headers={"Retry-After": "5"})
+    if left:  # it works (the operator chose on_damage: start_fresh, for availability): 200, so
+        # a load balancer keeps sending; the body says degraded until the file is dealt with
+        return Health(status="degraded", journal_left_behind=left)
     return Health(status="ok")
 
 
@@ -150,7 +160,8 @@ async def runtime_info(request: Request) -> RuntimeInfo:
     return RuntimeInfo(name=info["name"], version=request.app.version,
                        read_only=request.app.state.read_only, boot=log_of(request).boot,
                        process_count=info["process_count"],
-                       journal_faults=info.get("journal_faults") or {})
+                       journal_faults=info.get("journal_faults") or {},
+                       journal_left_behind=info.get("journal_left_behind") or {})
 
 
 @router.get("/events", summary="Server-sent runtime events (resumable with Last-Event-ID)",
@@ -196,9 +207,14 @@ async def stop(request: Request, name: str,
                drain_timeout: Annotated[float | None, Query(
                    ge=0, le=3600, description="Let the runs in flight finish first, up to "
                    "this many seconds (default: the process's drain_timeout, else none)")] = None,
+               queued: Annotated[Literal["keep", "dead_letter"], Query(
+                   description="What becomes of the queued events: 'keep' (default) leaves "
+                   "them queued in the journal, to run once when the process next starts (here "
+                   "or after a restart); 'dead_letter' dead-letters them \"process stopped\", "
+                   "ready to redeliver (the spec's stop)")] = "keep",
                ) -> Done:
     control = control_of(request)
-    await control.stop(name, drain_timeout)
+    await control.stop(name, drain_timeout, queued)
     return Done(name=name, state=(await control.process_status(name))["state"])
 
 
@@ -217,10 +233,33 @@ async def resume(request: Request, name: str) -> Done:
     return await _command(request, name, "resume")
 
 
-@router.post("/processes/{name}/inject", status_code=202, responses=errors(*COMMAND))
-async def inject(request: Request, name: str, body: InjectBody) -> dict[str, str]:
-    event_id = await control_of(request).inject(name, body.payload, body.trigger_type)
-    return {"name": name, "event_id": event_id}
+class InjectAnswer(BaseModel):
+    name: str
+    event_id: str = Field(description="The event's id (a replay: the first inject's).")
+    replayed: bool = Field(False, description="The Idempotency-Key was used before: nothing "
+                           "was queued (200).")
+
+
+@router.post("/processes/{name}/inject", status_code=202, response_model=InjectAnswer,
+             summary="Queue an event: 202 once durable; with an Idempotency-Key used before, "
+             "200 with the first event's id", responses={
+                 200: {"model": InjectAnswer, "description": "A repeat of an Idempotency-Key: "
+                       "the first inject's event id, nothing queued"},
+                 **errors(*COMMAND)})
+async def inject(request: Request, name: str, body: InjectBody,
+                 idempotency_key: Annotated[str | None, Header(
+                     alias="Idempotency-Key", min_length=1, max_length=257,
+                     description="A key of 1 to 255 printable ASCII characters (a UUID): the "
+                     "same key for the same process within a day returns the first answer "
+                     "and queues nothing")] = None) -> Any:
+    control = control_of(request)
+    if idempotency_key is None:
+        return InjectAnswer(name=name, event_id=await control.inject(
+            name, body.payload, body.trigger_type), replayed=False)
+    done = await control.inject_once(name, body.payload, body.trigger_type,
+                                     idempotency_key=idempotency_key)
+    answer = InjectAnswer(name=name, event_id=done.event_id, replayed=done.replayed)
+    return JSONResponse(answer.model_dump(), 200) if done.replayed else answer
 
 
 # -- dead letters ------------------------------------------------------------------------------

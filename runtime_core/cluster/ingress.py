@@ -21,7 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING, Any
+
+import psycopg
 
 from runtime_core.cluster.errors import ClusterError, describe
 from runtime_core.cluster.forward import Forwarded, Owner, cluster_token, forward_request, owner_of
@@ -29,7 +32,8 @@ from runtime_core.cluster.inbox import ClusterInbox, PutResult
 from runtime_core.cluster.leases import LeaseStore
 from runtime_core.cluster.nodes import NodeRegistry
 from runtime_core.cluster.puller import InboxListener, InboxPuller
-from runtime_core.triggers.base import AcceptResult, TriggerEvent
+from runtime_core.journal.provider import DELIVERY_KEEP_SECONDS
+from runtime_core.triggers.base import DELIVERY_KEY, AcceptResult, TriggerEvent
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -152,13 +156,34 @@ class ClusterIngress:
 
     async def put_held(self, process: str, event: TriggerEvent) -> tuple[PutResult, str]:
         """``put``, and the id the event is held as: its own, or (a duplicate) the id of the
-        waiting event it repeats."""
+        event it repeats: one waiting in the inbox, or one the owner journaled already (its
+        delivery key in the journal's delivery index: a sender's redelivery or an inject's
+        idempotency key, taken once whichever node it comes through)."""
+        first = await self._journaled_as(process, event)
+        if first is not None:
+            return "duplicate", first
         taken = await self.put(process, event)
         if taken == "accepted" or self.inbox is None:
             return taken, event.event_id
         async with asyncio.timeout(self.connect_timeout * 2):
             first = await self.inbox.held_as(process, event)
         return taken, first or event.event_id
+
+    async def _journaled_as(self, process: str, event: TriggerEvent) -> str | None:
+        """The id of the event ``process``'s journal accepted with ``event``'s delivery key,
+        or None (no key, none found, or no journal tables yet)."""
+        key = event.metadata.get(DELIVERY_KEY)
+        if not isinstance(key, str) or self._pool is None:
+            return None
+        async with asyncio.timeout(self.connect_timeout * 2), self._pool.connection() as conn:
+            try:
+                cur = await conn.execute(
+                    "SELECT event_id FROM deliveries WHERE process = %s AND delivery_key = %s "
+                    "AND at >= %s", (process, key, time.time() - DELIVERY_KEEP_SECONDS))
+            except psycopg.errors.UndefinedTable:  # no process has journaled here yet
+                return None
+            row = await cur.fetchone()
+        return str(row[0]) if row else None
 
     async def owner(self, leases: LeaseStore, registry: NodeRegistry, process: str,
                     stale_after_s: float) -> Owner | None:

@@ -9,9 +9,11 @@ that row is committed, 503 with Retry-After when the database cannot take it. Th
 journals and runs it. While this node runs the process its own trigger takes the path over (the
 standby yields, the port stays open) and gives it back when the process stops here.
 
-A redelivery is recognised by its delivery key (``<path>#<delivery id>``, the same key the
-process's trigger gives it): by this standby's memory, by the inbox while the row waits, and by
-the owner's journal once it took the event.
+A redelivery or a replayed signature is recognised by its delivery key (``<path>#<delivery
+id>`` or ``<path>#signature:...``, the same key the process's trigger gives it): by this
+standby's memory, by the inbox while the row waits, and by the owner's journal once it took the
+event (ClusterIngress.put_held reads its delivery index), each answering 200 ``duplicate`` with
+the first event's id.
 
 A webhook on port 0 is not served by a standby: its port is new each time and no sender could
 know it; only the process's owner serves it.

@@ -11,6 +11,7 @@ from .local_views import shown_config as shown_config
 from .plane import ControlError as ControlError
 from .plane import ControlPlane as ControlPlane
 from .plane import EventStream as EventStream
+from .plane import Injected as Injected
 from .plane import ReadOnlyError as ReadOnlyError
 from .remote import OrchestrationClient as OrchestrationClient
 from .remote import RemoteControl as RemoteControl

@@ -21,13 +21,14 @@ from runtime_core.cluster.errors import describe
 from runtime_core.cluster.host import ClusterHost
 from runtime_core.cluster.leases import Lease
 from runtime_core.control import local_views as views
+from runtime_core.control.inject import KEY_PREFIX, check_idempotency_key
 from runtime_core.control.local import LocalControl
-from runtime_core.control.plane import ControlError
+from runtime_core.control.plane import ControlError, Injected
 from runtime_core.control.views import ProcessSummary
 from runtime_core.journal.postgres.schema import last_states
 from runtime_core.process.process import AgentProcess
 from runtime_core.runtime import AgentRuntime
-from runtime_core.triggers.base import TriggerEvent
+from runtime_core.triggers.base import DELIVERY_KEY, TriggerEvent
 
 __all__ = ["ClusterControl", "NodeView"]
 
@@ -90,23 +91,26 @@ class ClusterControl(LocalControl):
                 "send the request to its node (GET /api/v1/cluster/nodes lists each "
                 "node's address)")
 
-    async def inject(self, name: str, payload: dict[str, Any],
-                     trigger_type: str = "manual") -> str:
+    async def _inject(self, name: str, payload: dict[str, Any], trigger_type: str,
+                      idempotency_key: str | None) -> Injected:
         """Here: as LocalControl does. Another node's process: into its cluster inbox, the
-        event id once the row is committed (its owner runs it exactly once)."""
+        event id once the row is committed (its owner runs it exactly once); a key already
+        used (waiting in the inbox, or in the owner's journal) answers with the first id."""
         if self._here(name) is not None or name not in self.host.manifests:
-            return await super().inject(name, payload, trigger_type)
+            return await super()._inject(name, payload, trigger_type, idempotency_key)
         self._mutating("inject")
         if not isinstance(payload, dict):
             raise ControlError("the payload must be a JSON object, e.g. {\"task\": \"check\"}")
         event = TriggerEvent("operator", trigger_type, payload)
+        if idempotency_key is not None:
+            event.metadata[DELIVERY_KEY] = KEY_PREFIX + check_idempotency_key(idempotency_key)
         try:
-            await self.host.ingress.put(name, event)  # "duplicate": a fresh id never is
+            taken, held_as = await self.host.ingress.put_held(name, event)
         except Exception as exc:
             raise ControlError(f"{name} runs on another node and its cluster inbox cannot "
                                f"take the event now ({describe(exc)}); nothing was accepted: "
                                "try again shortly", "INBOX_UNAVAILABLE") from None
-        return event.event_id
+        return Injected(held_as, replayed=taken == "duplicate")
 
     async def _states(self, names: list[str]) -> dict[str, str]:
         if not names:

@@ -7,14 +7,23 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from runtime_core.agent.mcp.elicit_form import ACTIONS, FormError
+from runtime_core.control import local_reads as reads
 from runtime_core.control import local_views as views
 from runtime_core.control import redaction
+from runtime_core.control.inject import HostInject
+from runtime_core.control.local_reads import check_entry_id
 from runtime_core.control.manifests import process_manifest
-from runtime_core.control.plane import ControlError, ControlPlane, EventStream, ReadOnlyError
+from runtime_core.control.plane import (
+    ControlError,
+    ControlPlane,
+    EventStream,
+    Injected,
+    QueuedOnStop,
+    ReadOnlyError,
+)
 from runtime_core.control.views import (
     DeadLetterView,
     IncidentView,
@@ -24,21 +33,16 @@ from runtime_core.control.views import (
     RewindPlan,
     RewindResult,
     RunView,
-    step_of,
 )
 from runtime_core.events import EventNotifier, RuntimeEvent
 from runtime_core.governance.config_patch import ConfigPatchError
-from runtime_core.journal.provider import JournalError, ReadFilter
-from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
-from runtime_core.journal.summary import summarize
+from runtime_core.journal.provider import JournalError
 from runtime_core.lifecycle import ProcessState
 from runtime_core.manifest.loader import NAME_PATTERN
 from runtime_core.process.process import AgentProcess
 from runtime_core.process.rewinding import ForkConflict
 from runtime_core.runtime import AgentRuntime
 from runtime_core.triggers.base import TriggerEvent
-
-MAX_SEQ = 2**63 - 1  # journal sequence numbers are SQLite (64-bit) integers
 
 
 class LocalControl:
@@ -49,6 +53,7 @@ class LocalControl:
         self.runtime = runtime
         self._name = name
         self._read_only = read_only
+        self._injects = HostInject()
         # Events reach every subscriber (the room, the API's stream) with secrets hidden.
         runtime.notifier.redact = self._redacted_event
 
@@ -93,7 +98,8 @@ class LocalControl:
     async def runtime_info(self) -> dict[str, Any]:
         return {"name": self._name, "read_only": self._read_only,
                 "process_count": len(self.runtime.processes),
-                "journal_faults": self.runtime.journal_faults()}
+                "journal_faults": self.runtime.journal_faults(),
+                "journal_left_behind": self.runtime.journals_left_behind()}
 
     async def list_processes(self) -> list[ProcessSummary]:
         return [views.summary(p) for p in self.runtime.processes.values()]
@@ -118,7 +124,7 @@ class LocalControl:
             return list(listed[offset:] if limit is None else listed[offset:offset + limit])
         redact = redaction.redactor(process)
         return [views.dead_letter_view(TriggerEvent.from_dict(d.event), d.reason, d.error,
-                                       d.attempts, _iso(d.dead_lettered_at), redact)
+                                       d.attempts, reads.iso(d.dead_lettered_at), redact)
                 for d in letters]
 
     async def triggers(self, name: str) -> list[dict[str, Any]]:
@@ -142,7 +148,9 @@ class LocalControl:
                                "process can be started")
         await process.start()
 
-    async def stop(self, name: str, drain_timeout: float | None = None) -> None:
+    async def stop(self, name: str, drain_timeout: float | None = None,
+                   queued: QueuedOnStop = "keep") -> None:
+        """An operator's stop: runs in flight drain, the queue is kept (or dead-lettered)."""
         self._mutating("stop")
         process = self._process(name)
         if process.state.value in ("stopped", "created"):
@@ -150,13 +158,13 @@ class LocalControl:
         if drain_timeout is not None and not 0 <= drain_timeout <= 3600:
             raise ControlError(f"drain_timeout {drain_timeout:g} must be 0 to 3600 seconds",
                                "INVALID_REQUEST")
-        await process.stop(drain_timeout)
+        await process.stop(drain_timeout, keep_queue=queued != "dead_letter")  # safe default
 
     async def restart(self, name: str) -> None:
-        self._mutating("restart")
+        self._mutating("restart")  # the queue kept by the stop runs first, once
         process = self._process(name)
         if process.state.value not in ("created", "stopped", "failed"):
-            await process.stop()
+            await process.stop(keep_queue=True)
         await process.start()
 
     async def suspend(self, name: str) -> None:
@@ -176,26 +184,22 @@ class LocalControl:
         await process.resume("operator")
 
     async def inject(self, name: str, payload: dict[str, Any],
-                     trigger_type: str = "manual") -> str:
+                     trigger_type: str = "manual", *,
+                     idempotency_key: str | None = None) -> str:
+        """Taken as a webhook's event (control/inject.py): a refusal keeps nothing."""
+        return (await self._inject(name, payload, trigger_type, idempotency_key)).event_id
+
+    async def inject_once(self, name: str, payload: dict[str, Any], trigger_type: str = "manual",
+                          *, idempotency_key: str) -> Injected:
+        return await self._inject(name, payload, trigger_type, idempotency_key)
+
+    async def _inject(self, name: str, payload: dict[str, Any], trigger_type: str,
+                      idempotency_key: str | None) -> Injected:
         self._mutating("inject")
         process = self._process(name)
         if not isinstance(payload, dict):
             raise ControlError("the payload must be a JSON object, e.g. {\"task\": \"check\"}")
-        event = TriggerEvent("operator", trigger_type, payload)
-        try:
-            accepted = await process.inject(event)
-        except Exception as exc:  # a stopped process, a full queue: say so, lose nothing
-            raise ControlError(f"{name} did not accept the event: {exc}") from None
-        if not accepted:
-            letter = next((d for d in reversed(process.dead_letters)
-                           if d["event"].event_id == event.event_id), None)
-            why = (f"{letter['reason']}" + (f": {letter['error']}" if letter["error"] else "")
-                   if letter is not None else "its queue is full or it is not running")
-            code = "JOURNAL_UNAVAILABLE" if letter is not None and \
-                letter["reason"] == "journal unavailable" else None
-            raise ControlError(f"{name} did not accept the event ({why}); it is in the dead "
-                               "letters", code)
-        return event.event_id
+        return await self._injects.inject(process, payload, trigger_type, idempotency_key)
 
     async def redeliver(self, name: str, event_ids: Iterable[str] | None = None) -> int:
         self._mutating("redeliver")
@@ -251,77 +255,27 @@ class LocalControl:
         except (KeyError, ValueError) as exc:
             raise ControlError(str(exc.args[0] if exc.args else exc)) from None
 
-    # -- the journal, rewind and fork ----------------------------------------------------------
+    # -- the journal, rewind and fork (the reads: control/local_reads.py) ---------------------
     async def journal_entries(self, name: str, *, before_seq: int | None = None,
                               at_or_before: float | None = None, entry_type: str | None = None,
                               text: str = "", limit: int = 200,
                               after_seq: int | None = None,
                               run_id: str | None = None) -> list[JournalEntryView]:
-        process = self._process(name)
-        journal = process.journal
-        if journal is None:
-            raise ControlError(f"{name} keeps no journal, so it has no timeline "
-                               "(set journal: {level: checkpoint} in its manifest)")
-        await journal.flush()
-        entries = await journal.read(ReadFilter(
-            process=name, until_seq=before_seq, until_time=at_or_before, since_seq=after_seq,
-            entry_type=entry_type or None, contains=text or None, newest_first=True,
-            run_id=run_id or None, limit=max(1, min(limit, 5000))))
-        redact = redaction.redactor(process)
-        return [JournalEntryView(e.entry_id, e.seq, e.entry_type, e.run_id or "", e.timestamp,
-                                 redact(summarize(e)), step_of(e.data))
-                for e in entries]
+        return await reads.journal_entries(
+            self._process(name), before_seq=before_seq, at_or_before=at_or_before,
+            entry_type=entry_type, text=text, limit=limit, after_seq=after_seq, run_id=run_id)
 
     async def journal_entry(self, name: str, entry_id: str) -> dict[str, Any]:
         process = self._process(name)
-        journal = process.journal
-        _check_entry_id(name, entry_id)
-        if journal is None:
-            raise ControlError(f"{name} keeps no journal", "NOT_FOUND")
-        seq = parse_entry_id(name, entry_id)
-        await journal.flush()
-        found = await journal.read(ReadFilter(process=name, since_seq=seq - 1,
-                                              until_seq=seq + 1, limit=1))
-        if not found:
-            raise ControlError(f"{name} has no journal entry {entry_id}", "NOT_FOUND")
-        entry = found[0]
-        return {"entry_id": entry.entry_id, "seq": entry.seq, "entry_type": entry.entry_type,
-                "run_id": entry.run_id or "", "timestamp": entry.timestamp,
-                "data": views.redact_any(entry.data, redaction.redactor(process))}
+        check_entry_id(name, entry_id)
+        return await reads.journal_entry(process, entry_id)
 
     async def dead_letter(self, name: str, event_id: str) -> dict[str, Any]:
-        process = self._process(name)
-        for letter in reversed(process.dead_letters):  # the newest, in memory
-            event = letter["event"]
-            if event.event_id == event_id:
-                whole: dict[str, Any] = views.redact_any({
-                    "event": event.to_dict(), "reason": letter["reason"],
-                    "error": letter["error"], "attempts": letter["attempts"],
-                    "dead_lettered_at": letter["dead_lettered_at"]}, redaction.redactor(process))
-                return whole
-        journal = process.journal
-        offset, page_size = 0, 500
-        while journal is not None and process.state is not ProcessState.CREATED:
-            try:  # older ones only the journal keeps, a page at a time
-                page = await journal.dead_letters(name, offset=offset, limit=page_size)
-            except JournalError:
-                break
-            for stored in page:
-                if stored.event.get("event_id") == event_id:
-                    kept: dict[str, Any] = views.redact_any({
-                        "event": stored.event, "reason": stored.reason, "error": stored.error,
-                        "attempts": stored.attempts,
-                        "dead_lettered_at": _iso(stored.dead_lettered_at)},
-                        redaction.redactor(process))
-                    return kept
-            if len(page) < page_size:
-                break
-            offset += page_size
-        raise ControlError(f"{name} has no dead letter {event_id}", "NOT_FOUND")
+        return await reads.dead_letter(self._process(name), event_id)
 
     async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan:
         process = self._process(name)  # outside the try: its ControlError is a RuntimeError
-        _check_entry_id(name, entry_id)
+        check_entry_id(name, entry_id)
         try:
             plan = await process.rewind_plan(entry_id, mode)
         except (RuntimeError, ValueError) as exc:
@@ -331,7 +285,7 @@ class LocalControl:
     async def rewind(self, name: str, entry_id: str, mode: str = "both") -> RewindResult:
         self._mutating("rewind")
         process = self._process(name)
-        _check_entry_id(name, entry_id)
+        check_entry_id(name, entry_id)
         try:
             result = await process.rewind(entry_id, mode, actor="operator")
         except (RuntimeError, ValueError) as exc:
@@ -350,7 +304,7 @@ class LocalControl:
             raise ControlError(f"{new_name!r} is not a process name: a letter, then up to 63 "
                                "letters, digits, '-' or '_'", "INVALID_REQUEST")
         process = self._process(name)
-        _check_entry_id(name, entry_id)
+        check_entry_id(name, entry_id)
         try:
             child = await process.fork(entry_id, new_name, with_triggers=with_triggers)
         except ForkConflict as exc:
@@ -468,21 +422,7 @@ class LocalControl:
         self.runtime.end_drains()
 
 
-def _check_entry_id(process: str, entry_id: str) -> None:
-    """Refuse an entry id whose number no journal can hold (it would overflow SQLite)."""
-    try:
-        seq = parse_entry_id(process, entry_id)
-    except UnknownEntry as exc:
-        raise ControlError(str(exc)) from None
-    if seq > MAX_SEQ:
-        raise ControlError(f"no journal entry {process}:{seq}: sequence numbers stop at "
-                           f"{MAX_SEQ}; list the entries with 'promptui rewind {process}'")
-
-
 if TYPE_CHECKING:  # the one protocol the room and the CLI use
     def _is_a_control_plane(local: LocalControl) -> ControlPlane:
         return local
 
-
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat()

@@ -102,7 +102,9 @@ def summary(process: AgentProcess) -> ProcessSummary:
         mission_state=status.mission_state or "",
         last_run_at=last.finished_at if last is not None else None,
         last_outcome=preview(redactor(process)(outcome)),
-        journal_fault=status.journal_fault or "", draining=status.draining is not None)
+        journal_fault=status.journal_fault or "", draining=status.draining is not None,
+        journal_left_behind=tuple(kept.describe() for kept in getattr(
+            process.journal, "left_behind", None) or ()))
 
 
 def run_views(process: AgentProcess) -> tuple[RunView, ...]:

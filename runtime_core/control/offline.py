@@ -16,6 +16,7 @@ from runtime_core.incidents import Incident, fold_entries, value_text
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.inspect import VerifyReport, process_names, read_dead_letters
 from runtime_core.journal.inspect import read_entries as read_entries
+from runtime_core.journal.inspect import salvage as salvage
 from runtime_core.journal.inspect import verify as verify
 from runtime_core.journal.offline_rewind import apply_offline, fork_offline, plan_offline
 from runtime_core.journal.provider import JournalError, open_for_writing
@@ -29,16 +30,19 @@ from runtime_core.journal.reference.importer import import_into_file as import_r
 from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan
 from runtime_core.journal.sqlite.journal import SQLiteJournal
+from runtime_core.journal.sqlite.left_behind import found_beside
 from runtime_core.journal.sqlite.lock import JournalLocked
+from runtime_core.journal.sqlite.salvage import SalvageReport, report_lines
 from runtime_core.journal.summary import summarize
 
 __all__ = ["ENTRY_TYPES", "ImportReport", "Incident", "JournalEntry", "JournalError",
            "JournalLocked", "NotAReferenceJournal", "NothingToImport", "ProcessImport",
-           "RewindMode", "RewindPlan", "UnknownEntry", "VerifyReport", "check_entry_type",
+           "RewindMode", "RewindPlan", "SalvageReport", "UnknownEntry", "VerifyReport",
+           "check_entry_type",
            "check_new_name", "check_process", "dead_letters", "fork", "import_reference",
-           "incidents",
+           "incidents", "left_behind",
            "parse_entry_id", "probe_servers", "process_names", "read_entries", "recent_entries",
-           "rewind", "rewind_plan", "value_text", "verify"]
+           "report_lines", "rewind", "rewind_plan", "salvage", "value_text", "verify"]
 
 T = TypeVar("T")
 
@@ -46,6 +50,12 @@ T = TypeVar("T")
 ENTRY_TYPES: tuple[str, ...] = tuple(value for key, value in vars(EntryType).items()
                                      if key.isupper() and isinstance(value, str))
 NAME_RULE = "a letter, then letters, digits, '-' or '_' (at most 64)"
+
+
+def left_behind(path: Path) -> list[str]:
+    """The damaged journals a start moved aside from ``path`` (on_damage: start_fresh) that
+    still lie beside it: one line each, what it held and how to salvage it."""
+    return [kept.describe() for kept in found_beside(path)]
 
 
 def check_entry_type(entry_type: str) -> None:

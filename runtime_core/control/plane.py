@@ -6,7 +6,8 @@ method here, and mypy checks both transports against it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from runtime_core.control.views import (
     DeadLetterView,
@@ -20,6 +21,10 @@ from runtime_core.control.views import (
 )
 from runtime_core.errors import RuntimeBaseError
 from runtime_core.events import RuntimeEvent
+
+#: What an operator's stop does with the queued events: keep them for the next start (the
+#: default), or dead-letter them as the spec's AgentProcess.stop() does.
+QueuedOnStop = Literal["keep", "dead_letter"]
 
 
 class ControlError(RuntimeBaseError):
@@ -38,6 +43,15 @@ class ReadOnlyError(ControlError):
     """A mutating command on a read-only control plane."""
 
     code = "READ_ONLY"
+
+
+@dataclass(frozen=True, slots=True)
+class Injected:
+    """What an inject with an idempotency key did: the event's id, and ``replayed`` when the
+    key had been used before (then it is the first inject's event, and nothing was queued)."""
+
+    event_id: str
+    replayed: bool = False
 
 
 class EventStream(Protocol):
@@ -72,8 +86,13 @@ class ControlPlane(Protocol):
 
     async def start(self, name: str) -> None: ...
 
-    async def stop(self, name: str, drain_timeout: float | None = None) -> None:
-        """Stop ``name``; with ``drain_timeout`` its runs in flight may finish first."""
+    async def stop(self, name: str, drain_timeout: float | None = None,
+                   queued: QueuedOnStop = "keep") -> None:
+        """Stop ``name``; with ``drain_timeout`` its runs in flight may finish first. Then,
+        ``queued="keep"`` (an operator's stop, as every host stops): what is queued stays
+        accepted in the journal and runs once when ``name`` next starts (here, or after a
+        restart of the program); ``"dead_letter"``: the spec's stop, it is dead-lettered
+        "process stopped", ready to redeliver."""
         ...
 
     async def restart(self, name: str) -> None: ...
@@ -83,7 +102,17 @@ class ControlPlane(Protocol):
     async def resume(self, name: str) -> None: ...
 
     async def inject(self, name: str, payload: dict[str, Any],
-                     trigger_type: str = "manual") -> str: ...
+                     trigger_type: str = "manual", *,
+                     idempotency_key: str | None = None) -> str:
+        """Queue an event for ``name``; its id once it is durable. Refused (ControlError, and
+        nothing kept) while ``name`` cannot take it. With ``idempotency_key``: a repeat of the
+        key (for a day at least) queues nothing and returns the first inject's event id."""
+        ...
+
+    async def inject_once(self, name: str, payload: dict[str, Any], trigger_type: str = "manual",
+                          *, idempotency_key: str) -> Injected:
+        """``inject`` with an idempotency key, saying whether the key had been used already."""
+        ...
 
     async def redeliver(self, name: str, event_ids: Iterable[str] | None = None) -> int: ...
 
@@ -139,8 +168,10 @@ class ControlPlane(Protocol):
         ...
 
     async def runtime_info(self) -> dict[str, Any]:
-        """Who the runtime is: ``name``, ``read_only``, ``process_count``, and
-        ``journal_faults`` (path -> why, for each journal that cannot be written now)."""
+        """Who the runtime is: ``name``, ``read_only``, ``process_count``,
+        ``journal_faults`` (path -> why, for each journal that cannot be written now) and
+        ``journal_left_behind`` (where -> what it held, for each damaged journal a start moved
+        aside with ``on_damage: start_fresh``)."""
         ...
 
     async def process_status(self, name: str) -> dict[str, Any]:

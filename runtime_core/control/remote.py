@@ -16,7 +16,14 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from runtime_core.control.plane import ControlError, ControlPlane, ReadOnlyError
+from runtime_core.control.inject import check_idempotency_key
+from runtime_core.control.plane import (
+    ControlError,
+    ControlPlane,
+    Injected,
+    QueuedOnStop,
+    ReadOnlyError,
+)
 from runtime_core.control.sse import frames
 from runtime_core.control.views import (
     DeadLetterView,
@@ -111,11 +118,11 @@ class RemoteControl:
     # -- requests ------------------------------------------------------------------------------
     async def _call(self, method: str, path: str, *, json_body: Any = None,
                     params: dict[str, Any] | None = None, wait: float | None = None,
-                    text: bool = False) -> Any:
+                    text: bool = False, headers: dict[str, str] | None = None) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             answer = await self._client.request(
-                method, path, json=json_body, params=query,
+                method, path, json=json_body, params=query, headers=headers,
                 timeout=wait if wait is not None else httpx.USE_CLIENT_DEFAULT)
         except httpx.TransportError as exc:
             why = str(exc) or type(exc).__name__
@@ -304,12 +311,13 @@ class RemoteControl:
     async def start(self, name: str) -> None:
         await self._command("start", name, "start")
 
-    async def stop(self, name: str, drain_timeout: float | None = None) -> None:
+    async def stop(self, name: str, drain_timeout: float | None = None,
+                   queued: QueuedOnStop = "keep") -> None:
         self._mutating("stop")
         # A drain holds the request open while runs finish: wait that long, and a bit more.
         wait = None if drain_timeout is None else drain_timeout + 30.0
         await self._call("POST", _path("processes", name, "stop"),
-                         params={"drain_timeout": drain_timeout}, wait=wait)
+                         params={"drain_timeout": drain_timeout, "queued": queued}, wait=wait)
 
     async def restart(self, name: str) -> None:
         await self._command("restart", name, "restart")
@@ -321,13 +329,25 @@ class RemoteControl:
         await self._command("resume", name, "resume")
 
     async def inject(self, name: str, payload: dict[str, Any],
-                     trigger_type: str = "manual") -> str:
+                     trigger_type: str = "manual", *,
+                     idempotency_key: str | None = None) -> str:
+        return (await self._inject(name, payload, trigger_type, idempotency_key)).event_id
+
+    async def inject_once(self, name: str, payload: dict[str, Any], trigger_type: str = "manual",
+                          *, idempotency_key: str) -> Injected:
+        return await self._inject(name, payload, trigger_type, idempotency_key)
+
+    async def _inject(self, name: str, payload: dict[str, Any], trigger_type: str,
+                      idempotency_key: str | None) -> Injected:
         self._mutating("inject")
         if not isinstance(payload, dict):
             raise ControlError("the payload must be a JSON object, e.g. {\"task\": \"check\"}")
+        headers = None if idempotency_key is None else {  # checked here too: no bad request
+            "Idempotency-Key": check_idempotency_key(idempotency_key)}
         data = await self._call("POST", _path("processes", name, "inject"),
-                                json_body={"payload": payload, "trigger_type": trigger_type})
-        return str(data["event_id"])
+                                json_body={"payload": payload, "trigger_type": trigger_type},
+                                headers=headers)
+        return Injected(str(data["event_id"]), replayed=bool(data.get("replayed", False)))
 
     async def redeliver(self, name: str, event_ids: Iterable[str] | None = None) -> int:
         self._mutating("redeliver")

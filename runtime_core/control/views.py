@@ -45,6 +45,9 @@ class ProcessSummary:
     last_run_at: float | None  # epoch seconds of the last finished run
     last_outcome: str
     journal_fault: str = ""  # the journal cannot be written now: events are refused
+    #: A damaged journal of this process's file was moved aside (on_damage: start_fresh):
+    #: where it lies and what it held, for each one, one line each.
+    journal_left_behind: tuple[str, ...] = ()
     draining: bool = False  # stopping: the runs in flight (active_runs) may finish first
     node: str | None = None  # scale-out: the node that owns it (None: one box, or nobody now)
 

@@ -1,12 +1,24 @@
 """Dead letters: events that did not run, with the reason why (exact strings, as the spec
-lists them), kept for redelivery."""
+lists them), kept for redelivery.
+
+A dead letter of a journaling process is reported (listed, counted, announced) only once its
+``dead_lettered`` entry has committed: :class:`AwaitingCommit` holds it meanwhile, without
+making anyone wait. One whose entry never commits (the journal failed or closed first, or a
+cluster node's fenced journal refused it) is never reported: the event stays what the journal
+says it is, accepted and not finished, and the next start (or the next owner) queues it again."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from runtime_core.triggers.base import TriggerEvent
+
+log = logging.getLogger(__name__)
 
 
 class DeadLetterReason:
@@ -40,3 +52,47 @@ class DeadLetter:
             "attempts": self.attempts,
             "dead_lettered_at": self.dead_lettered_at,
         }
+
+
+class AwaitingCommit:
+    """Dead letters whose journal entry is submitted and not yet committed. Each is handed to
+    ``publish`` once its entry commits (at once when it has already), in the order the journal
+    commits them; one whose entry fails is dropped, and so are those a clear took meanwhile
+    (the clear's entry follows theirs, so the journal drops them too)."""
+
+    def __init__(self, process: str, publish: Callable[[DeadLetter], None]) -> None:
+        self.process = process
+        self._publish = publish
+        self._letters: dict[int, DeadLetter] = {}
+        self._serial = itertools.count()
+
+    def track(self, letter: DeadLetter, durable: asyncio.Future[None]) -> bool:
+        """Publish ``letter`` once ``durable`` (its entry's commit) resolves; False when it has
+        already (published, or dropped, now)."""
+        key = next(self._serial)
+        self._letters[key] = letter
+        if durable.done():
+            self._settled(key, durable)
+            return False
+        durable.add_done_callback(lambda future: self._settled(key, future))
+        return True
+
+    def drop_all(self) -> int:
+        """Forget the letters still waiting (a clear): none of them will be published."""
+        count = len(self._letters)
+        self._letters.clear()
+        return count
+
+    def _settled(self, key: int, durable: asyncio.Future[None]) -> None:
+        letter = self._letters.pop(key, None)
+        if letter is None:
+            return  # cleared while its entry was on its way
+        error = None if durable.cancelled() else durable.exception()
+        if durable.cancelled() or error is not None:
+            log.error("process %s: the dead letter of event %s (%s) was not journaled (%s): "
+                      "it is not reported, and the journal keeps the event as it was (an "
+                      "accepted one is queued again by the next start or owner)",
+                      self.process, letter.event.event_id, letter.reason,
+                      error or "cancelled")
+            return
+        self._publish(letter)

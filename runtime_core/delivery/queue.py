@@ -6,7 +6,9 @@ Room in the queue is reserved before an event is journaled and acknowledged (``t
 queue's capacity counts reserved slots, and a full queue refuses before anything is promised.
 
 The queue never decides what a run means; the process hands it a handler that runs one event and
-reports back through :meth:`Delivery.schedule_retry` and :meth:`Delivery.dead_letter`.
+reports back through :meth:`Delivery.schedule_retry` and :meth:`Delivery.dead_letter`. Every
+road to a dead letter goes through :meth:`Delivery.dead_letter`, which reports it only once the
+journal has it (dead_letters.py: AwaitingCommit).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from runtime_core.clock import Clock
-from runtime_core.delivery.dead_letters import DeadLetter, DeadLetterReason
+from runtime_core.delivery.dead_letters import AwaitingCommit, DeadLetter, DeadLetterReason
 from runtime_core.events import EventDeadLettered, EventNotifier, QueueDepth
 from runtime_core.journal.provider import JournalError
 from runtime_core.triggers.base import TriggerEvent
@@ -54,6 +56,7 @@ class Delivery:
         self._room = asyncio.Event()  # set when a slot may have come free
         self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_size)  # the newest ones
         self.dead_letter_total = 0  # all of them: the journal keeps those the list let go
+        self._awaiting = AwaitingCommit(process, self._publish)  # journaled, not yet durable
         self._attempts: dict[str, int] = {}
         self._retries: dict[str, tuple[TriggerEvent, asyncio.Task[None]]] = {}
         self._held: dict[int, TriggerEvent] = {}  # worker -> event taken but not yet running
@@ -62,7 +65,9 @@ class Delivery:
         self._gate = asyncio.Event()
         self._no_runs = asyncio.Event()
         self._no_runs.set()
-        self.cancel_reason = DeadLetterReason.PROCESS_STOPPED
+        #: Why the events of cancelled workers are dead-lettered; None: a stop that keeps the
+        #: queue, where they go back on it instead.
+        self.cancel_reason: str | None = DeadLetterReason.PROCESS_STOPPED
         self.recorder: ProcessRecorder | None = None
 
     def _journal(self, action: Callable[[ProcessRecorder], None]) -> None:
@@ -177,6 +182,7 @@ class Delivery:
 
     # -- workers -------------------------------------------------------------------------------
     def start_workers(self, count: int, handler: EventHandler) -> None:
+        self.cancel_reason = DeadLetterReason.PROCESS_STOPPED  # until a stop says otherwise
         for index in range(count):
             if index not in self._workers or self._workers[index].done():
                 self._workers[index] = asyncio.create_task(
@@ -204,10 +210,11 @@ class Delivery:
                 self._depth_changed()
                 await handler(event, attempt)
             except asyncio.CancelledError:
-                held = self._held.pop(index, None)
-                if held is not None:
-                    self.dead_letter(held, self.cancel_reason, "", self._attempts.get(
-                        held.event_id, 0))
+                held, reason = self._held.pop(index, None), self.cancel_reason
+                if held is not None and reason is None:
+                    self.put_back(held)  # it keeps its place for the next start
+                elif held is not None and reason is not None:
+                    self.dead_letter(held, reason, "", self._attempts.get(held.event_id, 0))
                 raise
             finally:
                 self._running.pop(index, None)
@@ -227,11 +234,11 @@ class Delivery:
         current = asyncio.current_task()
         return any(task is current for task in self._workers.values())
 
-    async def stop_workers(self, reason: str) -> None:
+    async def stop_workers(self, reason: str | None) -> None:
         """Cancel every worker (a running handler sees CancelledError) and wait for them.
 
-        ``reason`` is the dead-letter reason for the events they held. A worker that calls this
-        on its own process is left to finish by itself."""
+        ``reason`` is the dead-letter reason for the events they held (None: they go back on
+        the queue). A worker that calls this on its own process is left to finish by itself."""
         self.cancel_reason = reason
         self._gate.clear()
         current = asyncio.current_task()
@@ -247,24 +254,41 @@ class Delivery:
         self._attempts.pop(event.event_id, None)
 
     def dead_letter(self, event: TriggerEvent, reason: str, error: str, attempts: int) -> None:
+        """Dead-letter ``event``. With a journal, its entry is submitted now and the dead letter
+        reported (the list, the counters, EventDeadLettered, QueueDepth) once it commits, the
+        caller not waiting; if it never commits nothing reports it, and the event stays what
+        the journal says (an accepted one is queued again by the next start or owner). Without
+        a journal it is reported at once."""
         self._attempts.pop(event.event_id, None)
         letter = DeadLetter(event, reason, error, attempts, datetime.now(UTC).isoformat())
+        recorder = self.recorder
+        if recorder is None:
+            self._publish(letter)
+            return
+        try:
+            durable = recorder.dead_lettered(event, reason, error, attempts)
+        except JournalError as exc:
+            log.error("process %s: the dead letter of event %s (%s) cannot be journaled (%s): "
+                      "it is not reported, and the journal keeps the event as it was",
+                      self.process, event.event_id, reason, exc)
+            durable = None
+        if durable is None:  # not written (sealed, or refused): nothing to report
+            self._depth_changed()
+            return
+        if self._awaiting.track(letter, durable):
+            self._depth_changed()  # the queue changed; the dead letter shows once durable
+
+    def _publish(self, letter: DeadLetter) -> None:
+        """Report ``letter``: durable in the journal by now (or the process keeps none)."""
         if self.recorder is None and len(self._dead) == self._dead.maxlen:
             self.dead_letter_total -= 1  # no journal: the oldest one is gone for good
         self._dead.append(letter)
         self.dead_letter_total += 1
-        self._journal(lambda r: r.dead_lettered(event, reason, error, attempts))
         if self.notifier.has_listeners:
-            self.notifier.emit(
-                EventDeadLettered(
-                    process=self.process,
-                    event_id=event.event_id,
-                    trigger_type=event.trigger_type,
-                    reason=reason,
-                    error=error,
-                    attempts=attempts,
-                )
-            )
+            self.notifier.emit(EventDeadLettered(
+                process=self.process, event_id=letter.event.event_id,
+                trigger_type=letter.event.trigger_type, reason=letter.reason,
+                error=letter.error, attempts=letter.attempts))
         self._depth_changed()
 
     def schedule_retry(self, event: TriggerEvent, delay: float, can_accept: Callable[[], str | None]
@@ -308,6 +332,49 @@ class Delivery:
         self._freed()
         return count
 
+    def keep_all(self) -> int:
+        """For a stop that keeps the queue: what has not started running (pending retries,
+        events held by suspended workers) goes back on the queue, nothing is dead-lettered.
+        Returns how many events the queue holds now."""
+        for event, task in list(self._retries.values()):
+            task.cancel()
+            self._queue.put_nowait(event)
+        self._retries.clear()
+        for index, event in sorted(self._held.items(), reverse=True):
+            del self._held[index]
+            self.put_back(event)
+        self._depth_changed()
+        return self._queue.qsize()
+
+    def put_back(self, event: TriggerEvent, *, first: bool = True) -> None:
+        """Queue an event that had its place already (taken off the queue, a run a stop cut
+        short), room or not: ahead of the others (``first``) or after them."""
+        if first:
+            rest = self._take_queue()
+            self._queue.put_nowait(event)
+            for other in rest:
+                self._queue.put_nowait(other)
+        else:
+            self._queue.put_nowait(event)
+        self._depth_changed()
+
+    def replace_queue(self, events: Iterable[TriggerEvent]) -> None:
+        """The queue becomes ``events``, in order, room or not: what the journal holds as
+        accepted and not finished, taken back by a start after a stop that kept the queue."""
+        self._take_queue()
+        for event in events:
+            self._queue.put_nowait(event)
+        self._freed()
+        self._depth_changed()
+
+    def _take_queue(self) -> list[TriggerEvent]:
+        taken: list[TriggerEvent] = []
+        while True:
+            try:
+                taken.append(self._queue.get_nowait())
+            except asyncio.QueueEmpty:
+                return taken
+
     # -- dead letters ----------------------------------------------------------------------------
     def redeliver(self, event_ids: Iterable[str] | None = None,
                   stored: Iterable[DeadLetter] = ()) -> int:
@@ -345,7 +412,9 @@ class Delivery:
         return requeued
 
     def clear_dead_letters(self) -> int:
-        count = self.dead_letter_total
+        """Drop every dead letter (those still on their way to the journal too: the clear's
+        entry follows theirs); how many were dropped."""
+        count = self.dead_letter_total + self._awaiting.drop_all()
         self._dead.clear()
         self.dead_letter_total = 0
         self._journal(lambda r: r.dead_letters_cleared(None))

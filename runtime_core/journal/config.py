@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from runtime_core.journal.retention_config import RetentionConfig
 from runtime_core.strict import StrictModel
 
 #: The file a journal path that names a folder gets inside it.
@@ -46,11 +47,22 @@ class JournalConfig(StrictModel):
     #: A libpq DSN: ``postgresql://user@host/db`` or ``host=... dbname=...``. Kept out of
     #: repr (it may hold a password); prefer a ``${VAR}`` reference or PROMPTUI_DSN.
     dsn: str | None = Field(default=None, repr=False)
+    #: Whether the process takes back what the journal holds when it starts (``strict`` is
+    #: kept from earlier versions: the same as true, and it overrides ``on_damage``).
     recover_on_start: bool | Literal["strict"] = True
+    #: A damaged SQLite journal at start: ``refuse`` (the default: the file stays untouched and
+    #: the start fails, naming ``promptui journal salvage PATH``) or ``start_fresh`` (for
+    #: availability: the file is moved aside, never deleted, a fresh journal starts, and the
+    #: room, status, /health and the log say what was left behind). Processes sharing a file
+    #: start fresh only if all of them say so.
+    on_damage: Literal["refuse", "start_fresh"] = "refuse"
     #: A checkpoint after this many runs, or once this many entries followed the last one
     #: (recovery reads the last checkpoint and what followed it: this bounds its cost).
     checkpoint_every: int = Field(default=50, ge=1)
     checkpoint_entries: int = Field(default=400, ge=1)
+    #: How long finished runs' entries are kept (``{max_age: "7d", keep_runs: 1000}``);
+    #: None (the default) keeps everything. SQLite only for now.
+    retention: RetentionConfig | None = None
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -68,6 +80,13 @@ class JournalConfig(StrictModel):
             raise ValueError(f"the postgres journal backend needs a DSN: set journal.dsn "
                              f"(e.g. postgresql://user@host/db) or the {DSN_VARIABLE} "
                              "environment variable")
+        return self
+
+    @model_validator(mode="after")
+    def _retention_is_sqlite_only(self) -> JournalConfig:
+        if self.retention is not None and self.backend == "postgres":
+            raise ValueError("retention is SQLite-only for now (a postgres journal keeps "
+                             "everything): remove journal.retention, or use backend: sqlite")
         return self
 
     def resolved_dsn(self) -> str | None:

@@ -25,18 +25,17 @@ def make_journal(config: JournalConfig,
             raise JournalError(f"the postgres journal backend needs a DSN: set journal.dsn "
                                f"or the {DSN_VARIABLE} environment variable")
         return PostgresJournal(dsn)
-    return SQLiteJournal(config.path, strict=config.recover_on_start == "strict",
-                         recover=bool(config.recover_on_start), on_damage=on_damage)
+    return SQLiteJournal(config.path, start_fresh=config.on_damage == "start_fresh",
+                         strict=config.recover_on_start == "strict", on_damage=on_damage)
 
 
 def share_journal(journal: JournalProvider, config: JournalConfig) -> None:
     """``journal`` (made by make_journal) also serves a process with ``config``: the most
-    careful recover_on_start of the processes on one file decides what its damage does, so a
-    process that does not recover never has a file moved aside that another one recovers from.
-    """
+    careful setting of the processes on one file decides what its damage does, so a file is
+    moved aside (``on_damage: start_fresh``) only if every process on it says so."""
     if isinstance(journal, SQLiteJournal):
         journal.strict = journal.strict or config.recover_on_start == "strict"
-        journal.recover = journal.recover or bool(config.recover_on_start)
+        journal.start_fresh = journal.start_fresh and config.on_damage == "start_fresh"
 
 
 def preflight(journal: JournalProvider) -> None:

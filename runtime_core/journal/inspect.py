@@ -13,7 +13,10 @@ from pathlib import Path
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.provider import JournalError, StoredDeadLetter
 from runtime_core.journal.sqlite.check import find_damage
+from runtime_core.journal.sqlite.marks import gap_is_retained, low_water_marks
 from runtime_core.journal.sqlite.queries import SELECT_ENTRIES
+from runtime_core.journal.sqlite.salvage import SalvageReport
+from runtime_core.journal.sqlite.salvage import salvage as write_salvaged
 from runtime_core.journal.sqlite.schema import SQLITE_HEADER, checksum
 
 
@@ -76,6 +79,8 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     processes: dict[str, int] = field(default_factory=dict)  # name -> entries
     checkpoints: dict[str, int] = field(default_factory=dict)
+    #: Per process, the seq below which retention removed entries (gaps there are no damage).
+    retained: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -117,11 +122,13 @@ def verify(path: Path) -> VerifyReport:
         if integrity != ["ok"]:
             report.problems.append("SQLite integrity check failed: " + "; ".join(integrity[:5]))
         heads = dict(conn.execute("SELECT process, last_seq FROM heads").fetchall())
+        report.retained = low_water_marks(conn)
         expected: dict[str, int] = {}
         damaged: set[str] = set()
         for process, seq, entry_type, data, crc in _iter_rows(conn):
             want = expected.get(process, 0) + 1
-            if process not in damaged and seq != want:
+            if process not in damaged and seq != want and not gap_is_retained(
+                    seq, report.retained.get(process, 0)):
                 report.problems.append(
                     f"process {process!r}: the seq chain breaks at entry {process}:{seq} "
                     f"(expected seq {want})")
@@ -158,4 +165,13 @@ def verify(path: Path) -> VerifyReport:
     if not any(p.startswith("SQLite integrity check failed") for p in report.problems):
         # What a start checks (and refuses): the indexes recovery trusts, against the entries.
         report.problems += [p for p in find_damage(path) if p not in report.problems]
+    return report
+
+
+def salvage(path: Path, output: Path | None = None) -> SalvageReport:
+    """Write a new journal from what the damaged journal at ``path`` still holds (see
+    ``sqlite.salvage``), then verify it as ``promptui journal verify`` does: the report's
+    ``verify_problems`` is empty when the new journal is sound."""
+    report = write_salvaged(path, output)
+    report.verify_problems = verify(report.output).problems
     return report

@@ -6,10 +6,12 @@ transaction as the entry that changes them, so recovery never scans the log:
 * pending events: accepted and not yet finished or dead-lettered (re-queued after a crash);
 * dead letters: they survive restarts;
 * open runs: started and not finished (resumed, or parked waiting, after a crash);
-* deliveries: the sender's delivery key of each event accepted with one (its metadata's
-  ``delivery_key``: a GitHub or Standard Webhooks delivery id), with that event's id, written
-  with the ``event_accepted`` entry, so a redelivery is known to be one only if the first is
-  durable; kept ``DELIVERY_KEEP_SECONDS`` (pruned by age whenever one is added).
+* deliveries: the delivery key of each event accepted with one (its metadata's
+  ``delivery_key``: a sender's delivery id, a webhook's signature, an inject's idempotency key
+  ``inject:<key>``), with that event's id, written with the ``event_accepted`` entry, so a
+  repeat is known to be one only if the first is durable; kept ``DELIVERY_KEEP_SECONDS`` (pruned
+  by age whenever one is added: longer than any webhook signature can pass, see
+  triggers/signing.py, and than the day an idempotency key promises).
 
 Payloads live in those indexes (an entry's ``attachment``), not in the log, unless the journal
 level is ``full``.

@@ -12,7 +12,8 @@ entry durable with it:
   future ``run_finished`` returns before it announces the run's end).
 
 Submitted without waiting: transitions, context updates, model usage (before the history it
-produced: the run's end or its next intent commits it), a read's result, dead letters,
+produced: the run's end or its next intent commits it), a read's result, dead letters (nobody
+waits, but a dead letter is reported only once its entry's future says it is durable),
 checkpoints. A crash loses only entries that nothing outside has seen.
 
 A run's start is held, not written, until the run writes something that must wait: a tool intent
@@ -80,13 +81,18 @@ class ProcessRecorder:
     def _submit(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                 attachment: Any = None) -> JournalEntry:
         entry = self._entry(entry_type, data, run_id)
+        self._send(entry, attachment)
+        return entry
+
+    def _send(self, entry: JournalEntry, attachment: Any) -> asyncio.Future[None] | None:
+        """Submit ``entry``; the future that resolves once it is durable (None: sealed)."""
         if self.sealed:
-            return entry
+            return None
         if self.redact is not None and attachment is not None:
             attachment = self.redact(attachment)
-        self.journal.submit(entry, attachment=attachment)
+        durable = self.journal.submit(entry, attachment=attachment)
         self.entries_since_checkpoint += 1
-        return entry
+        return durable
 
     async def append(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                      attachment: Any = None) -> JournalEntry:
@@ -117,13 +123,15 @@ class ProcessRecorder:
         await self.append(EntryType.EVENT_ACCEPTED, data, attachment=event.to_dict())
 
     def dead_lettered(self, event: TriggerEvent, reason: str, error: str, attempts: int
-                      ) -> None:
+                      ) -> asyncio.Future[None] | None:
         """Kept in the journal until redelivered or cleared, however many there are (the
-        process's own list keeps only the newest ``dead_letter_size``)."""
-        self.submit(EntryType.DEAD_LETTERED,
-                    {"event_id": event.event_id, "trigger_type": event.trigger_type,
-                     "reason": reason, "error": error[:1000], "attempts": attempts},
-                    attachment=event.to_dict())
+        process's own list keeps only the newest ``dead_letter_size``). Returns the future that
+        resolves once the entry is durable, or fails if it never will be (None: sealed, not
+        written): a dead letter is reported only once it is durable (delivery/dead_letters.py)."""
+        entry = self._entry(EntryType.DEAD_LETTERED,
+                            {"event_id": event.event_id, "trigger_type": event.trigger_type,
+                             "reason": reason, "error": error[:1000], "attempts": attempts})
+        return self._send(entry, event.to_dict())
 
     def redelivered(self, event_ids: list[str]) -> None:
         self.submit(EntryType.REDELIVERED, {"event_ids": event_ids})

@@ -105,12 +105,20 @@ class Dispatch:
                                           attempt=run.attempt))
 
     def _cancelled(self, run: Run) -> None:
+        delivery = self.core.delivery
+        if delivery.cancel_reason is None:
+            # A stop that keeps the queue: no end is journaled, so the run stays open and the
+            # next start goes on from its durable steps (a write cut off waits for an
+            # operator); its event keeps its place at the head of the queue.
+            self.core.inflight.pop(run.run_id, None)
+            delivery.put_back(run.event)
+            self._emit_finished(run)
+            return
         self.journal.record_run_end(run, event_done=False)
         error = "run cancelled"
         if run.write_in_flight:  # say so: redelivering blindly could repeat that write
             error += (f" while write tool {run.write_in_flight} was running; its outcome is "
                       "unknown, check before redelivering")
-        delivery = self.core.delivery
         delivery.dead_letter(run.event, delivery.cancel_reason, error, run.attempt)
         self._run_done(run)
 

@@ -1,10 +1,12 @@
 """How events come into a process: refused (dead-lettered, or the sender told no) while it
 cannot take them, otherwise made durable and only then acknowledged and queued.
 
-Three roads in: ``inject()`` (by hand, the API), pull triggers (cron, interval, event, message,
-file watch: they wait for room in the queue) and push triggers (webhooks: they must answer
-their sender, so only ACCEPTED makes the event ours; a redelivery of one already accepted,
-found by its delivery key in the journal's delivery index, is DUPLICATE and starts nothing)."""
+Three roads in: ``inject()`` (code calling AgentProcess.inject: the spec's, which dead-letters
+what it refuses), pull triggers (cron, interval, event, message, file watch: they wait for room
+in the queue) and push triggers (webhooks: they must answer their sender, so only ACCEPTED
+makes the event ours; a redelivery of one already accepted, found by its delivery key in the
+journal's delivery index, is DUPLICATE and starts nothing). The hosts' inject (the API, the CLI,
+the room: control/inject.py) takes the push road: its client is told no and keeps the event."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ class Intake:
     async def inject(self, event: TriggerEvent) -> bool:
         """Queue ``event`` as if a trigger had fired. Returns False if it was dead-lettered:
         refused while the process cannot take it, or "queue full" when there is no room (then
-        nothing was journaled as accepted)."""
+        nothing was journaled as accepted); the dead letter is listed once it is durable."""
         if not isinstance(event, TriggerEvent):
             raise TypeError(f"inject() takes a TriggerEvent, not {type(event).__name__}")
         core = self.core

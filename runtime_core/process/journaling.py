@@ -18,6 +18,7 @@ from runtime_core.events import (
 from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import open_for_writing
 from runtime_core.journal.recorder import ProcessRecorder
+from runtime_core.journal.retention import retain
 from runtime_core.journal.sqlite.schema import DamagedJournal
 from runtime_core.lifecycle import ProcessState as S
 from runtime_core.lifecycle import ProcessTransition
@@ -37,19 +38,52 @@ class ProcessJournal:
         self.core = core
         self.prepared = False
         self.owns_journal = False  # made from the config here, so closed here too
+        self.take_back_next = False  # a stop kept the queue: the next open takes it back
         core.lifecycle.add_listener(self.on_transition)
         core.context.add_listener(self.on_context_update)
 
     # -- the first start ---------------------------------------------------------------------
     async def open(self) -> None:
         """Open the journal: the first time, prepare it and take back what it holds for this
-        name; later (after stop() or close()), reopen it without a second recovery."""
+        name; later (after stop() or close()), reopen it without a second recovery, unless
+        the stop kept the queue: then the queue is taken back from the journal again."""
         if self.prepared:
             if self.core.journal is not None:
                 await open_for_writing(self.core.journal)
+                if self.take_back_next:
+                    await self._take_back_queue()
+                    self.take_back_next = False
             return
         await self._prepare()
         self.prepared = True
+
+    async def _take_back_queue(self) -> None:
+        """After a stop that kept the queue (an operator's, a shutdown): what the journal
+        holds as accepted and not finished becomes the queue, taken back by recovery's own
+        code as a new process object would, in place of the copy kept in memory, so each kept
+        event runs once. A run the stop cut short goes on from its durable steps, or waits
+        for an operator (a write cut off); runs already waiting stay as they are."""
+        core = self.core
+        recorder, journal = core.recorder, core.journal
+        if recorder is None or journal is None:
+            return  # no journal: the queue kept in memory is all there is, and it stays
+        recorder.sealed = False  # a shutdown sealed it; this start writes again
+        if not core.config.journal.recover_on_start:
+            return  # recovery is off: the queue kept in memory stays as it is
+        recovery = await recover_process(journal, recorder, core.name,
+                                         core.config.context.conversation_max_messages,
+                                         core.config.trigger_delivery.dead_letter_size)
+        if recovery is None:
+            return
+        known = {run.run_id for run in core.waiting.runs()}
+        core.delivery.replace_queue(recovery.queued)
+        core.resume = dict(recovery.resumable)
+        for waiting in recovery.waiting.values():
+            if waiting.run.run_id not in known:
+                core.waiting.add(waiting)
+        for failed in recovery.failed:
+            if failed.run.run_id not in known:
+                self.finish_failed(failed)
 
     async def reopen_owned(self) -> None:
         """Reopen the process's own journal if a failed start closed it, so a stop() can
@@ -74,6 +108,7 @@ class ProcessJournal:
             core.journal = make_journal(cfg, self._on_damage)
         journal = core.journal
         await open_for_writing(journal)
+        retain(journal, core.name, cfg.retention, core.config.context)  # in the background
         level = cfg.level if cfg.level != "none" else "checkpoint"
         recorder = core.recorder = ProcessRecorder(journal, core.name, core.process_id, level)
         if core.secrets is not None:  # every entry is redacted before it is written

@@ -245,11 +245,13 @@ class AgentProcess:
         """Start it, or again after a stop or a failure (StateError in any other state)."""
         await self._supervisor.start()
 
-    async def stop(self, drain_timeout: float | None = None) -> None:
+    async def stop(self, drain_timeout: float | None = None, *, keep_queue: bool = False) -> None:
         """Stop the process. With ``drain_timeout`` (default: the config's ``drain_timeout``,
         else 0) the runs in flight may finish first, up to that many seconds, while no new
-        event is taken; then what is left is cancelled and dead-lettered as usual."""
-        await self._supervisor.stop(drain_timeout)
+        event is taken; then what is left is cancelled and dead-lettered "process stopped".
+        ``keep_queue`` (promptui's hosts): nothing is dead-lettered, the next start (this
+        object's or a new one's on the journal) runs each kept event once."""
+        await self._supervisor.stop(drain_timeout, keep_queue=keep_queue)
 
     async def close(self, drain_timeout: float | None = None) -> None:
         """stop(), then release what lives as long as the process object."""
@@ -260,9 +262,8 @@ class AgentProcess:
         self._supervisor.cut_drain()
 
     async def shutdown(self, drain_timeout: float | None = None) -> dict[str, int]:
-        """Close for a service restart (SIGTERM), like a crash at a safe point; the next start
-        re-queues what was accepted and not finished (see Supervisor.shutdown). With
-        ``drain_timeout`` the runs in flight may finish first."""
+        """Close for a service restart (SIGTERM): stop(keep_queue=True), the journal sealed,
+        close() (see Supervisor.shutdown). Returns {"pending": kept, "dead_letters": ...}."""
         return await self._supervisor.shutdown(drain_timeout)
 
     async def suspend(self, reason: str = "manual") -> None:

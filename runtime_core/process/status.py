@@ -14,7 +14,7 @@ from runtime_core.process.core import PartStatus, ProcessCore, TriggerStatus
 
 _OPTIONAL = ("servers", "recovered", "budget", "active_secrets", "inbox", "memory",
              "mission_state", "open_incidents", "health_anomalies", "health", "journal_fault",
-             "draining")
+             "journal_left_behind", "draining")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +56,9 @@ class ProcessStatus:
     health_anomalies: int | None = None
     health: dict[str, Any] | None = None
     journal_fault: str | None = None  # why the journal cannot be written now (degraded)
+    #: Damaged journals of its file moved aside at start (on_damage: start_fresh): one line
+    #: each, where it lies and what it held.
+    journal_left_behind: list[str] | None = None
     draining: dict[str, Any] | None = None  # a stop letting runs finish: runs left, deadline
 
     def as_dict(self) -> dict[str, Any]:
@@ -111,4 +114,6 @@ def build_status(core: ProcessCore, *, triggers: tuple[TriggerStatus, ...], trig
         budget=extra.budget, active_secrets=extra.active_secrets, inbox=extra.inbox,
         memory=extra.memory, mission_state=extra.mission_state,
         open_incidents=extra.open_incidents, health_anomalies=extra.health_anomalies,
-        health=extra.health, journal_fault=core.journal_fault, draining=core.draining)
+        health=extra.health, journal_fault=core.journal_fault,
+        journal_left_behind=[kept.describe() for kept in getattr(
+            core.journal, "left_behind", None) or ()] or None, draining=core.draining)

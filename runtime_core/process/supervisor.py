@@ -22,6 +22,7 @@ from runtime_core.events import (
 )
 from runtime_core.governance.hooks import HookEvent
 from runtime_core.journal.entry import EntryType
+from runtime_core.journal.provider import JournalError
 from runtime_core.lifecycle import ProcessState, StateError, config_field
 from runtime_core.process.assembly import Assembly
 from runtime_core.process.core import ProcessCore
@@ -29,6 +30,7 @@ from runtime_core.process.journaling import ProcessJournal
 from runtime_core.process.parts.actions import Escalations
 from runtime_core.process.ports import EventRunner
 from runtime_core.process.triggers import TriggerSet
+from runtime_core.triggers.base import TriggerEvent
 
 log = logging.getLogger(__name__)
 
@@ -99,16 +101,25 @@ class Supervisor:
             raise ValueError(f"drain_timeout must be 0 or more seconds, not {drain_timeout}")
         return drain_timeout
 
-    async def stop(self, drain_timeout: float | None = 0.0) -> None:
+    async def stop(self, drain_timeout: float | None = 0.0, *, keep_queue: bool = False,
+                   shutdown: bool = False) -> None:
         """Stop: triggers, workers, servers. With ``drain_timeout`` the runs in flight may
-        finish first (no new event starts, arriving ones are refused), up to that long."""
+        finish first (no new event starts, arriving ones are refused), up to that long.
+
+        Then, by default (the spec's stop), what has not run is dead-lettered "process
+        stopped". With ``keep_queue`` (every host's stop: serve, run, the room, an operator's)
+        nothing is: the queue, the pending retries and the events of the runs cut short stay
+        accepted in the journal, a cut run stays open there, and the next start takes them back
+        from the journal (process/journaling.py), on this object or a new one, each once.
+        ``shutdown``: the journal is sealed after a SHUTDOWN entry (see shutdown())."""
         drain_timeout = self._drain_for(drain_timeout)
         core = self.core
         core.stop_requested = True
         await self._cancel_restart()
         if core.state is S.CREATED:
             core.lifecycle.transition(S.STOPPED, reason="stop() before start")
-            core.delivery.dead_letter_all(DeadLetterReason.PROCESS_STOPPED)
+            if not keep_queue:
+                core.delivery.dead_letter_all(DeadLetterReason.PROCESS_STOPPED)
             return
         if self._stopping and drain_timeout <= 0:
             self.cut_drain()  # a stop now, while a draining stop waits for its runs
@@ -127,12 +138,21 @@ class Supervisor:
                     core.lifecycle.transition(S.STOPPING, reason="stop()" if drain_timeout <= 0
                                               else f"stop(): draining up to {drain_timeout:g} s")
                 await self.drain(drain_timeout)
-                await self._teardown(DeadLetterReason.PROCESS_STOPPED, keep_queue=False)
+                if keep_queue:  # None: nothing is dead-lettered, a run cut short stays open
+                    await self._teardown(None, keep_queue=True)
+                else:
+                    await self._teardown(DeadLetterReason.PROCESS_STOPPED, keep_queue=False)
                 # The spec's order: the checkpoint, then the STOPPED transition after it (a
                 # recovery replays that one entry), both durable before stop() returns.
                 self.journal.checkpoint_soon()
-                core.lifecycle.transition(S.STOPPED, reason="stopped")
+                kept = core.delivery.queue_size
+                core.lifecycle.transition(S.STOPPED, reason="stopped" if not keep_queue else
+                                          f"stopped: {kept} queued event(s) kept")
                 await self.journal.flush()
+                if keep_queue:
+                    self.journal.take_back_next = True
+                    if shutdown:
+                        await self._seal(kept)
                 core.started_at = None
                 core.suspend_reason = None
                 for part in core.parts:
@@ -197,33 +217,32 @@ class Supervisor:
         self.assembly.release()
 
     async def shutdown(self, drain_timeout: float | None = 0.0) -> dict[str, int]:
-        """Close for a service restart (SIGTERM), like a crash at a safe point: triggers stop
-        taking events, what is journaled is made durable, then nothing more is journaled. The
-        next start on the same journal re-queues what was accepted and not finished, in order,
-        and resumes runs in flight, where stop() would dead-letter them. Without a journal this
-        is close(). Returns how many events were left ("pending") and the dead letters kept."""
+        """Close for a service restart (SIGTERM): a stop that keeps the queue (stop() with
+        ``keep_queue``), then a SHUTDOWN entry, after which nothing more is journaled (a run
+        still going cannot act on a step the journal lacks), then close(). The next start on
+        the same journal takes back, in order, what was accepted and not finished, and goes on
+        with the runs the stop cut short. Without a journal this is close(). Returns how many
+        events were kept ("pending") and the dead letters the journal keeps."""
         core = self.core
-        recorder, journal = core.recorder, core.journal
-        if recorder is None or journal is None or core.state is S.CREATED:
-            await self.close()
-            return {"pending": 0, "dead_letters": len(core.delivery.dead_letters)}
+        if core.recorder is None or core.journal is None or core.state is S.CREATED:
+            await self.close(drain_timeout)  # nothing outlives the program: nothing is kept
+            return {"pending": 0, "dead_letters": core.delivery.dead_letter_total}
         core.refusing_all = True  # an inject from here on is refused, never half-accepted
-        if core.state in (S.RUNNING, S.SUSPENDED):
-            # What finishes now needs no recovery at the next start.
-            await self.drain(self._drain_for(drain_timeout))
-        for event in await self.triggers.stop_all(keep_leftovers=True):
-            core.delivery.offer(event)  # journaled as accepted: the next start takes it back
-        await journal.flush()  # runs that ended are durable, so announced, so not in flight
-        counts = {"pending": core.delivery.queue_size + core.delivery.pending_retries
-                  + len(core.inflight), "dead_letters": len(core.delivery.dead_letters)}
-        await recorder.append(EntryType.SHUTDOWN, {"pending": counts["pending"]})
-        await journal.flush()
-        recorder.sealed = True
         try:
+            await self.stop(drain_timeout, keep_queue=True, shutdown=True)
+            async with self.lock:  # a stop already under way (an operator's) ends first
+                counts = {"pending": core.delivery.queue_size,
+                          "dead_letters": core.delivery.dead_letter_total}
             await self.close()
         finally:
-            core.refusing_all = False  # the recorder stays sealed: its journal is closed now
+            core.refusing_all = False
         return counts
+
+    async def _seal(self, kept: int) -> None:
+        recorder = self.core.recorder
+        if recorder is not None and not recorder.sealed:
+            await recorder.append(EntryType.SHUTDOWN, {"pending": kept})
+            recorder.sealed = True
 
     async def suspend(self, reason: str) -> None:
         core = self.core
@@ -297,9 +316,11 @@ class Supervisor:
         core.notifier.emit(ProcessStarted(process=core.name, process_id=core.process_id,
                                           restart=restart))
 
-    async def _teardown(self, reason: str, *, keep_queue: bool) -> None:
+    async def _teardown(self, reason: str | None, *, keep_queue: bool) -> None:
         """Stop triggers, workers and the heartbeat. Events that have not run are dead-lettered
-        with ``reason``; with ``keep_queue`` the queue itself is kept for the next start."""
+        with ``reason``; with ``keep_queue`` the queue itself is kept for the next start.
+        ``reason`` None: nothing is dead-lettered (a stop that keeps the queue): retries, held
+        events and the events of cancelled runs go back on the queue."""
         delivery = self.core.delivery
         delivery.close()
         heartbeat = self._heartbeat_task
@@ -307,17 +328,34 @@ class Supervisor:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
         self._heartbeat_task = None
-        self.triggers.cancel_reason = reason
+        self.triggers.cancel_reason = reason or DeadLetterReason.PROCESS_STOPPED
         leftovers = await self.triggers.stop_all(keep_leftovers=True)
         await delivery.stop_workers(reason)
-        delivery.dead_letter_all(reason, include_queue=not keep_queue)
+        if reason is None:
+            delivery.keep_all()
+        else:
+            delivery.dead_letter_all(reason, include_queue=not keep_queue)
         for event in leftovers:
-            if keep_queue:
+            if reason is None:
+                await self._keep_leftover(event)
+            elif keep_queue:
                 delivery.offer(event)
             else:
                 delivery.dead_letter(event, reason, "", 0)
         await self.assembly.close_servers()
         self.triggers.forget_dynamic()  # agent-added triggers do not outlive a stop
+
+    async def _keep_leftover(self, event: TriggerEvent) -> None:
+        """An event a trigger held but had not handed over: accepted now (journaled) and
+        queued, so it is kept like the rest; dead-lettered if the journal refuses it."""
+        core = self.core
+        if core.recorder is not None:
+            try:
+                await core.recorder.event_accepted(event)
+            except JournalError as exc:
+                core.delivery.dead_letter(event, DeadLetterReason.PROCESS_STOPPED, str(exc), 0)
+                return
+        core.delivery.put_back(event, first=False)
 
     async def _cancel_restart(self) -> None:
         task = self._restart_task

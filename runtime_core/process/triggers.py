@@ -19,6 +19,8 @@ from runtime_core.triggers.base import AcceptFn, AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 from runtime_core.triggers.filters.expression import EventFilter, compile_filter
 from runtime_core.triggers.registry import create_trigger, trigger_id_for
+from runtime_core.triggers.webhook.expected import expect as expect_webhook
+from runtime_core.triggers.webhook.expected import withdraw as withdraw_webhook
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class TriggerSet:
         self.configs: dict[str, TriggerConfig] = {}
         for config in configs:
             self.configs[trigger_id_for(config)] = config
+            expect_webhook(self, config)  # 503, not 404, on a shared port until it serves
         self.active: dict[str, ActiveTrigger] = {}
         self.dynamic: set[str] = set()  # added by the agent (open mode): dropped at stop
         self.filtered_count = 0
@@ -132,6 +135,7 @@ class TriggerSet:
         if running:
             await self._start(trigger_id, parsed)
         self.configs[trigger_id] = parsed
+        expect_webhook(self, parsed)
         if dynamic:
             self.dynamic.add(trigger_id)
         return trigger_id
@@ -139,7 +143,9 @@ class TriggerSet:
     def forget_dynamic(self) -> None:
         """Drop the agent-added triggers (already stopped): they are not restarted."""
         for trigger_id in self.dynamic:
-            self.configs.pop(trigger_id, None)
+            config = self.configs.pop(trigger_id, None)
+            if config is not None:
+                withdraw_webhook(self, config)
         self.dynamic.clear()
 
     @property
@@ -151,7 +157,7 @@ class TriggerSet:
             known = ", ".join(self.configs) or "none"
             raise KeyError(f"process {self.process!r} has no trigger {trigger_id!r} "
                            f"(triggers: {known})")
-        del self.configs[trigger_id]
+        withdraw_webhook(self, self.configs.pop(trigger_id))  # its path is 404 from now on
         self.dynamic.discard(trigger_id)
         if trigger_id in self.active:
             self.active[trigger_id].removal_reason = DeadLetterReason.TRIGGER_REMOVED

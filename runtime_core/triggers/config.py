@@ -29,7 +29,7 @@ from runtime_core.triggers.custom import (
     registered_trigger_types,
 )
 from runtime_core.triggers.filters.expression import compile_filter
-from runtime_core.triggers.signing import SCHEME_NAMES, hmac_key
+from runtime_core.triggers.signing import MAX_SIGNATURE_TOLERANCE, SCHEME_NAMES, hmac_key
 
 HEALTH_PATH = "/health"  # the webhook server's own health check
 
@@ -86,7 +86,7 @@ class TriggerConfig(StrictModel):
     # (after signature_scheme: its check needs the scheme)
     hmac_secret: SecretStr | list[SecretStr] | None = None
     signature_header: str | None = None  # the signature header's name, if not the scheme's
-    signature_tolerance: Annotated[int, Field(gt=0)] = 300
+    signature_tolerance: Annotated[int, Field(gt=0, le=MAX_SIGNATURE_TOLERANCE)] = 300
     max_body_bytes: Annotated[int, Field(gt=0)] = 1_048_576
     allowed_sources: list[str] | None = None  # CIDRs (or addresses) that may post; others 403
     # file_watch

@@ -22,6 +22,12 @@ SIGNATURE_HEADERS = {
 
 STANDARD_PREFIX = "whsec_"
 
+#: The longest ``signature_tolerance`` a webhook may set (3 days; Stripe, Slack and Standard
+#: Webhooks use 5 minutes). A signed request is taken once: its delivery key is kept (the
+#: journal's delivery index, 7 days) at least as long as its timestamp can pass, twice the
+#: tolerance from when it is taken.
+MAX_SIGNATURE_TOLERANCE = 3 * 24 * 3600
+
 
 def hmac_key(scheme: str, secret: str) -> bytes:
     """The HMAC key for ``secret``: its UTF-8 bytes, except Standard Webhooks, whose secret is

@@ -110,12 +110,26 @@ async def test_verify_reports_sound_and_damaged_journals(tmp_path: Path) -> None
     assert out.returncode == 1 and "not an SQLite journal" in out.stdout
 
 
-async def test_unreadable_journal_is_moved_aside_and_the_process_starts_fresh(
-    tmp_path: Path,
-) -> None:
+async def test_an_unreadable_journal_refuses_the_start_naming_the_salvage(tmp_path: Path
+                                                                         ) -> None:
     db = tmp_path / "j.db"
     db.write_bytes(b"garbage that must not be deleted")
-    config = ProcessConfig(journal={"level": "checkpoint", "path": str(db)})
+    for setting in ({}, {"recover_on_start": "strict"}):
+        config = ProcessConfig(journal={"level": "checkpoint", "path": str(db), **setting})
+        process = AgentProcess("p", config)
+        with pytest.raises(DamagedJournal, match="cannot be read") as refused:
+            await process.start()
+        assert f"'promptui journal salvage {db}'" in str(refused.value)
+        assert process.state is ProcessState.FAILED
+    assert db.read_bytes() == b"garbage that must not be deleted"
+    assert not list(tmp_path.glob("*.damaged-*"))
+
+
+async def test_on_damage_start_fresh_moves_it_aside_and_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "j.db"
+    db.write_bytes(b"garbage that must not be deleted")
+    config = ProcessConfig(journal={"level": "checkpoint", "path": str(db),
+                                    "on_damage": "start_fresh"})
     process = AgentProcess("p", config)
     sub = process.notifier.subscribe(kinds=["journal.damaged"])
     await process.start()
@@ -124,20 +138,9 @@ async def test_unreadable_journal_is_moved_aside_and_the_process_starts_fresh(
     assert len(damaged) == 1 and damaged[0].severity == "critical"
     moved = Path(damaged[0].to_dict()["moved_to"])
     assert ".damaged-" in moved.name and moved.read_bytes() == b"garbage that must not be deleted"
+    [left] = process.status()["journal_left_behind"]
+    assert f"left behind at {moved}" in left and "promptui journal salvage" in left
     await process.close()
-
-
-async def test_strict_recovery_refuses_to_start_on_an_unreadable_journal(tmp_path: Path) -> None:
-    db = tmp_path / "j.db"
-    db.write_bytes(b"garbage")
-    config = ProcessConfig(journal={"level": "checkpoint", "path": str(db),
-                                    "recover_on_start": "strict"})
-    process = AgentProcess("p", config)
-    with pytest.raises(DamagedJournal, match="cannot be read"):
-        await process.start()
-    assert process.state is ProcessState.FAILED
-    assert db.read_bytes() == b"garbage"
-    assert not list(tmp_path.glob("*.damaged-*"))
 
 
 @pytest.mark.slow

@@ -1,14 +1,14 @@
 """Journal faults at the command line's start: 'promptui run', 'serve' and 'ui' refuse a journal
-another runtime holds (naming it), a path that cannot hold a journal, and a journal damaged
-where recovery reads it, with one line and exit status 2 before anything starts; the runtime
-that holds the journal is not disturbed, and a write parked for an operator never runs again.
+another runtime holds (naming it), a path that cannot hold a journal, and a damaged journal
+(damaged where recovery reads it, cut short, its schema page overwritten), with one line and
+exit status 2 before anything starts, naming the salvage command; the runtime that holds the
+journal is not disturbed, and a write parked for an operator never runs again.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import sqlite3
@@ -196,26 +196,52 @@ def lose_open_run(db: Path) -> None:
         conn.execute("DELETE FROM open_runs")
 
 
-@pytest.mark.parametrize("damage", [flip_intent, lose_open_run], ids=["flipped", "index"])
+def cut_short(db: Path) -> None:
+    """The file cut to 90 % (a disk that filled up, a copy that stopped)."""
+    data = db.read_bytes()
+    db.write_bytes(data[:len(data) * 9 // 10])
+
+
+def schema_page(db: Path) -> None:
+    """Page 1's schema area (after the 100-byte file header) overwritten."""
+    data = bytearray(db.read_bytes())
+    data[100:4096] = b"\xa5" * (4096 - 100)
+    db.write_bytes(bytes(data))
+
+
+DAMAGE = {"flipped": (flip_intent, "is damaged where a start reads it"),
+          "index": (lose_open_run, "is damaged where a start reads it"),
+          "cut": (cut_short, "cannot be read"), "schema": (schema_page, "cannot be read")}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
 def test_a_damaged_journal_refuses_every_start_and_the_write_never_runs_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: object) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
     agents = parked_write(tmp_path, monkeypatch)
     db = tmp_path / JOURNAL
-    assert callable(damage)
-    damage(db)
-    before = db.read_bytes()
+    make, what = DAMAGE[damage]
+    make(db)
     verify = cli(tmp_path, "journal", "verify", "-j", str(JOURNAL))
     assert verify.returncode == 1 and "damaged:" in verify.stdout
+    before, files = db.read_bytes(), sorted(db.parent.iterdir())
     for out in starts(tmp_path, agents):
         line = refused(out)
-        assert line.startswith(f"journal {JOURNAL} is damaged where a start reads it: ")
+        assert line.startswith(f"journal {JOURNAL} {what}: "), line
+        assert f"'promptui journal salvage {JOURNAL}' writes a new journal" in line
         assert f"'promptui journal verify -j {JOURNAL}'" in line
-        assert "move the file aside by hand" in line and "recover_on_start: false" in line
-    assert db.read_bytes() == before and not list(db.parent.glob("*.damaged-*"))
+        assert "on_damage: start_fresh" in line
+    assert db.read_bytes() == before and sorted(db.parent.iterdir()) == files
     assert not (tmp_path / "ledger.txt").exists()
-    # The operator moves it aside by hand: a fresh journal; the parked write did not run.
-    shutil.move(db, db.with_name("journal.db.kept"))
-    fresh = start_serve(tmp_path, str(agents), "--journal", str(JOURNAL), log_name="fresh.log")
-    assert fresh.client().get("/processes/writer/runs").json() == []
-    assert fresh.stop() == 0, fresh.stderr()
+    # The operator salvages it: the parked write still waits, and never ran.
+    salvaged = cli(tmp_path, "journal", "salvage", str(JOURNAL), "-o", "salvaged.db")
+    assert salvaged.returncode == 0, salvaged.stdout + salvaged.stderr
+    assert "passes 'promptui journal verify'" in salvaged.stdout
+    assert db.read_bytes() == before
+    again = start_serve(tmp_path, str(agents), "--journal", "salvaged.db", log_name="again.log")
+    client = again.client()
+    waiting = poll(lambda: client.get("/processes/writer/runs",
+                                      params={"state": "waiting"}).json(),
+                   what="the parked run waiting again")
+    assert [r["state"] for r in waiting] == ["waiting"]
+    assert again.stop() == 0, again.stderr()
     assert not (tmp_path / "ledger.txt").exists()

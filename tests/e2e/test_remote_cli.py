@@ -173,7 +173,7 @@ def test_lifecycle_commands_change_the_state(url: str) -> None:
 def test_dead_letters_list_redeliver_and_clear(url: str) -> None:
     ok(remote(url, "suspend", "books"))
     first, second = (inject(url, {"invoice": f"B-{i}"}) for i in (1, 2))
-    ok(remote(url, "stop", "books"))  # the queued events go to the dead letters
+    ok(remote(url, "stop", "books", "--dead-letter-queued"))  # to the dead letters
     listed = ok(remote(url, "dead-letters", "books")).stdout
     assert "2 dead letter(s)" in listed and listed.count("process stopped") == 2
     assert first[:8] in listed and second[:8] in listed

@@ -58,7 +58,7 @@ MODES = ("both", "conversation_only", "code_only", "summarize", "cancel")
 SHARED_MODES = ("both", "cancel")
 #: The protocol's members that change something or are not a read: each is covered below or
 #: by a read of its effect. A new member of ControlPlane must be placed in one of the lists.
-COMMANDS = {"start", "stop", "restart", "suspend", "resume", "inject", "redeliver",
+COMMANDS = {"start", "stop", "restart", "suspend", "resume", "inject", "inject_once", "redeliver",
             "clear_dead_letters", "reconcile", "answer_evidence", "answer_elicitation", "fork",
             "add_trigger", "remove_trigger", "clear_health_anomalies", "start_all", "close"}
 VIEW_COMMANDS = {"rewind", "resolve_incident", "reopen_incident", "update_health"}

@@ -9,7 +9,7 @@ import base64
 import hashlib
 import hmac
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -40,10 +40,12 @@ class FakeAccept:
 
 @asynccontextmanager
 async def serving(path: str = "/hook", *, accept: FakeAccept | None = None,
+                  clock: Callable[[], float] = time.time,
                   **fields: Any) -> AsyncIterator[tuple[WebhookTrigger, httpx.AsyncClient]]:
-    """A started webhook trigger on 127.0.0.1 port 0 and a client for it; stopped after."""
+    """A started webhook trigger on 127.0.0.1 port 0 and a client for it; stopped after.
+    ``clock``: the wall clock its signature timestamps are checked against."""
     config = TriggerConfig(type="webhook", webhook_path=path, webhook_port=0, **fields)
-    trigger = WebhookTrigger(f"webhook-{path.strip('/')}", config)
+    trigger = WebhookTrigger(f"webhook-{path.strip('/')}", config, clock=clock)
     await trigger.start(accept or FakeAccept())
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{trigger.bound_port}",

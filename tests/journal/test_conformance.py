@@ -740,12 +740,12 @@ def names_in(directory: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("kind", list(GARBAGE))
-async def test_sqlite_damaged_file_is_moved_aside(tmp_path: Path, kind: str) -> None:
+async def test_sqlite_damaged_file_is_moved_aside_on_request(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "j.db"
     garbage = GARBAGE[kind]
     write_bytes(path, garbage)
     reported: list[DamagedJournal] = []
-    j = SQLiteJournal(path, on_damage=reported.append)
+    j = SQLiteJournal(path, start_fresh=True, on_damage=reported.append)
     await j.open()
     try:
         assert isinstance(j.damage, DamagedJournal)
@@ -756,6 +756,7 @@ async def test_sqlite_damaged_file_is_moved_aside(tmp_path: Path, kind: str) -> 
         assert moved.parent == tmp_path
         assert read_bytes(moved) == garbage  # never deleted, never altered
         assert str(path) in str(j.damage)
+        assert [kept.path for kept in j.left_behind] == [moved]  # said, until dealt with
         # a fresh journal opened in its place
         assert await j.read(ReadFilter()) == []
         assert (await j.append(E("p"))).seq == 1
@@ -764,7 +765,7 @@ async def test_sqlite_damaged_file_is_moved_aside(tmp_path: Path, kind: str) -> 
         await j.close()
 
 
-async def test_sqlite_newer_schema_is_moved_aside(tmp_path: Path) -> None:
+async def test_sqlite_newer_schema_is_refused_even_to_start_fresh(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
     j = SQLiteJournal(path)
     await j.open()
@@ -773,29 +774,31 @@ async def test_sqlite_newer_schema_is_moved_aside(tmp_path: Path) -> None:
     with closing(sqlite3.connect(path)) as conn:
         conn.execute("UPDATE meta SET value='999' WHERE key='schema_version'")
         conn.commit()
-    again = SQLiteJournal(path)
-    await again.open()
-    try:
-        assert again.damage is not None
-        assert "newer" in again.damage.reason
-        assert await again.read(ReadFilter()) == []
-        assert again.damage.moved_to is not None and again.damage.moved_to.exists()
-    finally:
-        await again.close()
+    before = read_bytes(path)
+    for fresh in (False, True):
+        again = SQLiteJournal(path, start_fresh=fresh)
+        with pytest.raises(DamagedJournal, match="written by a newer promptui") as info:
+            await again.open()
+        assert "never an older one" in str(info.value) and "salvage" not in str(info.value)
+    assert read_bytes(path) == before and names_in(tmp_path) == ["j.db"]
 
 
 @pytest.mark.parametrize("kind", list(GARBAGE))
-async def test_sqlite_strict_raises_and_leaves_the_file_alone(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("strict", [False, True])
+async def test_sqlite_damage_is_refused_and_the_file_left_alone(tmp_path: Path, kind: str,
+                                                                strict: bool) -> None:
     path = tmp_path / "j.db"
     garbage = GARBAGE[kind]
     write_bytes(path, garbage)
     reported: list[DamagedJournal] = []
-    j = SQLiteJournal(path, strict=True, on_damage=reported.append)
+    # The default; recover_on_start: strict wins over start_fresh.
+    j = SQLiteJournal(path, strict=strict, start_fresh=strict, on_damage=reported.append)
     with pytest.raises(DamagedJournal) as info:
         await j.open()
     assert isinstance(info.value, JournalError)
     assert info.value.path == path
     assert info.value.moved_to is None
+    assert f"'promptui journal salvage {path}'" in str(info.value)
     assert read_bytes(path) == garbage
     assert names_in(tmp_path) == ["j.db"]
     assert reported == []

@@ -55,13 +55,16 @@ async def test_a_held_write_lock_degrades_the_journal_and_it_heals_by_itself(
         status = process.status()
         assert "database is locked" in status["journal_fault"]
         assert not first.done()  # not acknowledged: it is not durable yet
-        # A new event is refused with the reason, never half-accepted.
+        # A new event is refused with the reason, never half-accepted; its dead letter is
+        # reported only once the journal has it.
         assert await process.inject(TriggerEvent("t", "manual", {"n": 2})) is False
-        letter = process.dead_letters[-1]
-        assert letter["reason"] == "journal unavailable"
-        assert "database is locked" in letter["error"] and str(path) in letter["error"]
+        assert process.dead_letters == [] and process.status()["dead_letter_count"] == 0
     # The lock is gone: the writer's next try commits, with nobody restarting anything.
     assert await asyncio.wait_for(first, 10) is True
+    await wait_for(lambda: process.dead_letters, 10, "the refused event's dead letter")
+    letter = process.dead_letters[-1]
+    assert letter["reason"] == "journal unavailable"
+    assert "database is locked" in letter["error"] and str(path) in letter["error"]
     await wait_for(lambda: process.status().get("journal_fault") is None, 10)
     await wait_for(lambda: process.invocation_count == 2, what="the held event to run")
     assert await process.inject(TriggerEvent("t", "manual", {"n": 3})) is True

@@ -4,8 +4,9 @@ The journal is made the way a crash makes it (helpers/workers/crash_worker.py, S
 a write tool's intent is durable, then restarted once so the run is parked waiting with
 ``unknown_write_outcome``); then bytes are damaged. Before these checks, some of that damage
 (the open run's index row, a run index entry) made the next start resume the run or re-queue
-its event, and the write ran a second time. Now: refused, the file untouched, unless the
-operator says otherwise; and whatever happens the write never runs again."""
+its event, and the write ran a second time. Now: refused, the file untouched, naming the
+salvage command, unless the operator chose on_damage: start_fresh; and whatever happens the
+write never runs again."""
 
 from __future__ import annotations
 
@@ -159,73 +160,80 @@ async def test_the_damage_is_found_and_the_start_refused_leaving_the_file_alone(
         damaged: tuple[Path, str]) -> None:
     folder, kind = damaged
     db = folder / "journal.db"
-    before = digest(db)
+    before, files = digest(db), sorted(folder.iterdir())
     [problem, *_] = find_damage(db)
     assert re.search(EXPECTED[kind], problem), problem
-    for strict in (False, True):
-        journal = SQLiteJournal(db, strict=strict)
+    # The default, recover_on_start: strict, and strict winning over start_fresh.
+    for strict, fresh in ((False, False), (True, False), (True, True)):
+        journal = SQLiteJournal(db, strict=strict, start_fresh=fresh)
         with pytest.raises(DamagedJournal) as refused:
             await journal.open()
         message = str(refused.value)
         assert message.startswith(f"journal {db} is damaged where a start reads it: ")
-        assert f"see the damage with 'promptui journal verify -j {db}'" in message
-        assert "move the file aside by hand" in message and "recover_on_start: false" in message
+        assert f"'promptui journal salvage {db}' writes a new journal" in message
+        assert f"'promptui journal verify -j {db}' shows the damage" in message
+        assert "on_damage: start_fresh" in message
         assert refused.value.moved_to is None and journal.damage is None
-    assert digest(db) == before and not list(folder.glob("*.damaged-*"))
+    assert digest(db) == before and sorted(folder.iterdir()) == files  # not even a -shm
     assert not offline.verify(db).ok  # what the message sends the operator to
 
 
 def test_the_write_never_runs_again(damaged: tuple[Path, str]) -> None:
     folder, _ = damaged
     before = ledger(folder)
-    refused = worker(folder)  # recover_on_start: true, the default
-    assert refused.returncode == 1
-    assert "is damaged where a start reads it" in refused.stderr
+    for setting in ((), ("--recover", "strict"), ("--recover", "false")):
+        refused = worker(folder, *setting)  # the default refuses, whether it recovers or not
+        assert refused.returncode == 1, (setting, refused.stderr)
+        assert "is damaged where a start reads it" in refused.stderr
+        assert "promptui journal salvage" in refused.stderr
     assert ledger(folder) == before
-    strict = worker(folder, "--recover", "strict")
-    assert strict.returncode == 1 and "is damaged where a start reads it" in strict.stderr
-    # Knowingly, without recovery: the file is moved aside, the process starts fresh.
-    fresh = worker(folder, "--recover", "false")
+    # Knowingly, for availability: the file is moved aside, the process starts fresh.
+    fresh = worker(folder, "--on-damage", "start_fresh")
     assert fresh.returncode == 0, fresh.stderr
     assert "starting a fresh journal" in fresh.stderr
     [moved] = [p for p in folder.glob("journal.db.damaged-*")
                if not p.name.endswith(("-wal", "-shm"))]
+    assert f"rescue it with 'promptui journal salvage {moved}'" in fresh.stderr
     assert moved.stat().st_size > 0 and find_damage(moved)  # kept, as it was
     assert '"waiting": []' in fresh.stdout
     assert ledger(folder) == before  # the parked write never ran a second time
 
 
-def test_a_journal_that_is_not_one_is_moved_aside_and_nothing_reruns(parked: Path,
-                                                                     tmp_path: Path) -> None:
+def test_a_journal_that_is_not_one_is_refused_and_moved_aside_only_on_request(
+        parked: Path, tmp_path: Path) -> None:
     folder = tmp_path / "run"
     shutil.copytree(parked, folder)
     db = folder / "journal.db"
     data = bytearray(db.read_bytes())
     data[:16] = b"not a database!!"
     db.write_bytes(bytes(data))
-    strict = worker(folder, "--recover", "strict")
-    assert strict.returncode == 1 and "cannot be read" in strict.stderr
-    assert "recover_on_start is strict" in strict.stderr
-    assert not list(folder.glob("*.damaged-*"))
-    moved = worker(folder)  # as documented: moved aside, a fresh journal
+    for setting in ((), ("--recover", "strict"),
+                    ("--recover", "strict", "--on-damage", "start_fresh")):
+        refused = worker(folder, *setting)
+        assert refused.returncode == 1 and "cannot be read" in refused.stderr, setting
+        assert f"'promptui journal salvage {db}'" in refused.stderr
+    assert db.read_bytes() == bytes(data) and not list(folder.glob("*.damaged-*"))
+    moved = worker(folder, "--on-damage", "start_fresh")
     assert moved.returncode == 0, moved.stderr
     assert [p.read_bytes()[:16] for p in folder.glob("journal.db.damaged-*")
             if not p.name.endswith(("-wal", "-shm"))] == [b"not a database!!"]
+    assert "it held 1 queued event(s), 1 run(s) waiting for an operator" in moved.stderr, \
+        moved.stderr
     assert ledger(folder) == ledger(parked)
 
 
-async def test_processes_sharing_a_file_take_the_most_careful_recover_on_start(
+async def test_processes_sharing_a_file_start_fresh_only_if_all_say_so(
         parked: Path, tmp_path: Path) -> None:
-    """One process that does not recover must not have a file moved aside that another one
+    """One process that would start fresh must not have a file moved aside that another one
     on the same file recovers from."""
     folder = tmp_path / "run"
     shutil.copytree(parked, folder)
     db = folder / "journal.db"
     open_run_row_lost(db)
     runtime = AgentRuntime()
-    for name, recover in (("careless", False), ("crashy", True)):
+    for name, on_damage in (("careless", "start_fresh"), ("crashy", "refuse")):
         runtime.add_process(name, ProcessConfig.model_validate({"model": "echo", "journal": {
-            "level": "checkpoint", "path": str(db), "recover_on_start": recover}}))
+            "level": "checkpoint", "path": str(db), "on_damage": on_damage}}))
     with pytest.raises(DamagedJournal, match="damaged where a start reads it"):
         runtime.check_journals()
     with pytest.raises(JournalError):

@@ -97,6 +97,8 @@ async def test_inject_into_a_full_queue_is_dead_lettered_and_never_journaled_as_
                    for n in range(5)]
         # one taken by the worker, two queued; then the queue is really full
         assert results == [True, True, True, False, False]
+        # listed once their entries are durable (the refusal itself was inject()'s answer)
+        await wait_for(lambda: len(process.dead_letters) == 2, what="the two dead letters")
         assert [d["reason"] for d in process.dead_letters] == ["queue full", "queue full"]
         refused = {d["event"].event_id for d in process.dead_letters}
         assert refused.isdisjoint(await accepted_ids(journal))

@@ -173,7 +173,7 @@ async def test_stale_or_future_timestamp_is_401(make_trigger: MakeTrigger, offse
     assert accept.events == []
 
 
-async def test_replayed_request_is_401_but_a_retry_after_503_is_not(
+async def test_replayed_request_is_a_duplicate_but_a_retry_after_503_is_not(
         make_trigger: MakeTrigger) -> None:
     accept = FakeAccept()
     trigger = await make_trigger(accept=accept, hmac_secret=SECRET)
@@ -186,8 +186,8 @@ async def test_replayed_request_is_401_but_a_retry_after_503_is_not(
         retried = await client.post("/events", content=body, headers=headers)
         replayed = await client.post("/events", content=body, headers=headers)
     assert (busy.status_code, retried.status_code) == (503, 202)
-    assert replayed.status_code == 401
-    assert replayed.json()["message"] == "replayed request"
+    assert replayed.status_code == 200  # acknowledged, so the sender stops; nothing runs
+    assert replayed.json() == {"status": "duplicate", "event_id": retried.json()["event_id"]}
     assert len(accept.events) == 2  # the 503 attempt and the retry; the replay never got in
 
 

@@ -12,12 +12,14 @@ History older than that is not read here, nor by ``quick_check`` (it checks ever
 entries): that would cost the journal's length (``promptui journal verify`` reads all of it,
 with SQLite's full ``integrity_check``).
 
-What happens then (``recover_on_start``):
-
-- a file that is not a journal at all (bad header, not SQLite, no or a newer schema): moved
-  aside and a fresh journal started (``strict``: refused, the file untouched);
-- a journal that is damaged where recovery reads it: refused, the file untouched, with how to
-  proceed (``false``: moved aside and a fresh journal started, nothing is recovered anyway).
+What happens then (the journal's ``on_damage``): any damage, a file that is not a journal at
+all (bad header, not SQLite, no schema version, a schema page or a cut that SQLite cannot read)
+or one damaged where recovery reads it, is refused: the file (and its -wal and -shm) stays
+as it is and the refusal names the damage and ``promptui journal salvage PATH``, which writes
+a new journal from every entry it can still read (``salvage``). ``on_damage: start_fresh``
+moves it aside instead (never deleting it) and a fresh journal starts; what was left behind
+is then said everywhere (``left_behind``). A journal written by a newer promptui is always
+refused: it is not damaged.
 """
 
 from __future__ import annotations
@@ -28,48 +30,59 @@ from pathlib import Path
 
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import IndexRules
+from runtime_core.journal.sqlite.left_behind import left_behind
+from runtime_core.journal.sqlite.marks import gap_is_retained, low_water_marks
 from runtime_core.journal.sqlite.schema import (
+    NEWER,
     TYPE_INDEXED,
     DamagedJournal,
     check_readable,
     checksum,
     move_aside,
+    readonly_uri,
 )
 
 MAX_PROBLEMS = 20
+#: The entry a salvage writes where an entry was lost (``salvage``).
+LOST = "lost"
 _OPEN_STATES = ("running", "waiting")
 
 
-def refuse_advice(path: Path) -> str:
-    return (f"it was not opened and the file is untouched: see the damage with 'promptui "
-            f"journal verify -j {path}', then move the file aside by hand to start fresh, or "
-            "start knowingly with recover_on_start: false (the file is moved aside and nothing "
-            "is recovered); a run waiting on a write outcome stays in the old file, to "
-            "reconcile by hand")
+def refuse_advice(path: Path, reason: str = "") -> str:
+    """How to go on from a refused journal (its file untouched)."""
+    if reason.startswith(NEWER):
+        return ("it was not opened and the file is untouched: run it with that promptui (or a "
+                "newer one), never an older one")
+    return (f"it was not opened and the file is untouched: 'promptui journal salvage {path}' "
+            "writes a new journal beside it from every entry it can still read and says what "
+            "it rescued (runs whose outcome is unknown wait for an operator); 'promptui "
+            f"journal verify -j {path}' shows the damage; or set the journal's on_damage: "
+            "start_fresh to have a damaged journal moved aside and a fresh one started")
 
 
-def strict_advice() -> str:
-    return ("recover_on_start is strict, so it was not opened and the file is untouched: "
-            "move it aside by hand to start fresh, or set recover_on_start: true to have it "
-            "moved aside")
-
-
-def take_file(path: Path, *, strict: bool, recover: bool, act: bool) -> DamagedJournal | None:
+def take_file(path: Path, *, start_fresh: bool, act: bool) -> DamagedJournal | None:
     """Check the journal at ``path`` (its writer's lock held). Raises DamagedJournal when the
-    start must refuse; returns the damage it moved aside (``act``; without ``act`` nothing
-    is moved and the damage that would be is returned), or None for a sound file."""
+    start must refuse (any damage, unless ``start_fresh``); returns the damage it moved aside
+    (``act``; without ``act`` nothing is moved and the damage that would be is returned), or
+    None for a sound file."""
     unreadable = check_readable(path)
     if unreadable is not None:
-        if strict:
-            raise DamagedJournal(path, unreadable, advice=strict_advice())
-        return DamagedJournal(path, unreadable, move_aside(path) if act else None)
-    problems = find_damage(path)
-    if not problems:
-        return None
-    reason = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-    if strict or recover:
-        raise DamagedJournal(path, reason, readable=True, advice=refuse_advice(path))
-    return DamagedJournal(path, reason, move_aside(path) if act else None, readable=True)
+        reason, readable = unreadable, False
+    else:
+        problems = find_damage(path)
+        if not problems:
+            return None
+        reason = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1
+                                else "")
+        readable = True
+    if not start_fresh or reason.startswith(NEWER):
+        raise DamagedJournal(path, reason, readable=readable,
+                             advice=refuse_advice(path, reason))
+    if not act:
+        return DamagedJournal(path, reason, readable=readable)
+    moved = move_aside(path)
+    return DamagedJournal(path, reason, moved, readable=readable,
+                          left_behind=left_behind(moved, path, reason))
 
 
 def find_damage(path: Path) -> list[str]:
@@ -77,7 +90,7 @@ def find_damage(path: Path) -> list[str]:
     Each problem names the entry, run or event where it is."""
     if not path.exists() or path.stat().st_size == 0:
         return []
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=5)
     try:
         return _problems(conn)[:MAX_PROBLEMS]
     except sqlite3.DatabaseError as exc:
@@ -147,6 +160,7 @@ def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> li
     quick_check does not compare an index with its table: a run's entry missing from the run
     index would hide its write intent, and the write would run again)."""
     problems: list[str] = []
+    mark = low_water_marks(conn).get(process, 0)  # retention removed entries below it
     row = conn.execute("SELECT MAX(seq) FROM entries WHERE process = ? AND entry_type = ? "
                        f"AND {TYPE_INDEXED}", (process, EntryType.CHECKPOINT)).fetchone()
     checkpoint = int(row[0]) if row and row[0] is not None else 0
@@ -163,13 +177,14 @@ def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> li
     expected, seen_checkpoint = start, 0
     started: dict[str, tuple[int, str]] = {}  # run_id -> (seq, event_id)
     unfinished: set[str] = set()
+    blurred: set[str] = set()  # started before entries a salvage lost: their end may be there
     rows_of: dict[str, dict[int, int]] = {}  # run_id -> {row id: seq}, as the table has it
     for rowid, seq, entry_type, run_id, data, crc, pid in conn.execute(
             "SELECT id, seq, entry_type, run_id, data, crc, pid FROM entries "
             "INDEXED BY sqlite_autoindex_entries_1 "  # the one a start's reads go through
             "WHERE process = ? AND seq >= ? ORDER BY seq", (process, start)):
         where = f"{process}:{seq}"
-        if seq != expected:
+        if seq != expected and not gap_is_retained(seq, mark):  # retention's gaps are no damage
             problems.append(f"process {process!r}: the seq chain breaks at entry {where} "
                             f"(expected seq {expected})")
         expected = seq + 1
@@ -179,7 +194,9 @@ def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> li
             continue
         if run_id is not None:
             rows_of.setdefault(str(run_id), {})[int(rowid)] = int(seq)
-        if entry_type == EntryType.CHECKPOINT:
+        if entry_type == LOST:
+            blurred |= unfinished
+        elif entry_type == EntryType.CHECKPOINT:
             seen_checkpoint = seq
         elif entry_type == EntryType.RUN_STARTED and run_id:
             started[run_id] = (seq, str(_field(data, "event_id")))
@@ -207,14 +224,16 @@ def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> li
         if found - set(table):
             problems.append(f"the run index gives run {run_id} of {process!r} "
                             f"{len(found - set(table))} entries that are not its own")
-    return problems + _check_open_runs(process, indexed, started, unfinished)
+    return problems + _check_open_runs(process, indexed, started, unfinished, blurred)
 
 
 def _check_open_runs(process: str, indexed: dict[str, tuple[str, str, object]],
-                     started: dict[str, tuple[int, str]], unfinished: set[str]) -> list[str]:
-    """The open runs index against the runs the entries leave unfinished."""
+                     started: dict[str, tuple[int, str]], unfinished: set[str],
+                     blurred: set[str]) -> list[str]:
+    """The open runs index against the runs the entries leave unfinished (a run started
+    before entries a salvage lost may have ended in them)."""
     problems = []
-    for run_id in sorted(unfinished - set(indexed)):
+    for run_id in sorted(unfinished - set(indexed) - blurred):
         problems.append(f"run {run_id} of {process!r} (started at entry "
                         f"{process}:{started[run_id][0]}) is unfinished but not in the open "
                         "runs index")

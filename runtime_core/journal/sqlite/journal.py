@@ -17,7 +17,7 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -31,16 +31,20 @@ from runtime_core.journal.provider import (
 from runtime_core.journal.sql_reads import SqlReads
 from runtime_core.journal.sqlite.check import take_file
 from runtime_core.journal.sqlite.commit import PendingAppend
+from runtime_core.journal.sqlite.left_behind import LeftBehind, found_beside
 from runtime_core.journal.sqlite.lock import JournalLock, JournalLocked, check_path
 from runtime_core.journal.sqlite.queries import SELECT_ENTRIES, read_sql, row_to_entry
+from runtime_core.journal.sqlite.retainer import BackgroundRetention, Job
+from runtime_core.journal.sqlite.retention import RetentionPolicy
 from runtime_core.journal.sqlite.schema import (
     DamagedJournal,
     connect_reader,
     connect_writer,
 )
-from runtime_core.journal.sqlite.writer import FLUSH, WriterThread
+from runtime_core.journal.sqlite.writer import FLUSH, JOB, WriterThread
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _acceptance_first(item: PendingAppend) -> int:
@@ -58,19 +62,24 @@ class SQLiteJournal(SqlReads):
         self,
         path: str | Path = ".promptui/journal.db",
         *,
+        start_fresh: bool = False,
         strict: bool = False,
-        recover: bool = True,
         busy_timeout_ms: int = 10_000,
         max_batch: int = 5_000,
         on_damage: Callable[[DamagedJournal], None] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.strict = strict  # any damage refuses the start (recover_on_start: strict)
-        self.recover = recover  # its processes recover from it: damage they read refuses
+        #: Damage moves the file aside and a fresh journal starts (on_damage: start_fresh);
+        #: otherwise (the default) damage refuses the start, the file untouched.
+        self.start_fresh = start_fresh
+        self.strict = strict  # recover_on_start: strict: refuse even with start_fresh
         self.busy_timeout_ms = busy_timeout_ms
         self.max_batch = max_batch
         self.on_damage = on_damage
         self.damage: DamagedJournal | None = None
+        #: Damaged journals moved aside from this path (by this open, or an earlier start) and
+        #: still beside it: what they held is shown until they are salvaged or moved away.
+        self.left_behind: list[LeftBehind] = []
         self._writer: WriterThread | None = None
         self._reader: aiosqlite.Connection | None = None
         self._lock = JournalLock(self.path)  # held while open: one writer per file
@@ -83,6 +92,9 @@ class SQLiteJournal(SqlReads):
         self.read_only: JournalLocked | None = None
         self.batches = 0
         self.committed = 0
+        #: Retention of the processes that set one (``retain``), in the background while open.
+        self.retention = BackgroundRetention(self.path, self.run_job,
+                                             lambda: self.faults.reason is not None)
 
     # -- opening ----------------------------------------------------------------------------------
     @property
@@ -92,8 +104,8 @@ class SQLiteJournal(SqlReads):
 
     async def open(self) -> None:
         """Open (or reopen after close); a no-op when already open. Refuses (a JournalError
-        naming the path and what to do) a path that cannot hold a journal and one damaged
-        where recovery reads it; see ``check``. When another writer (another runtime, or
+        naming the path and what to do) a path that cannot hold a journal and a damaged one,
+        unless ``start_fresh`` (see ``check``). When another writer (another runtime, or
         another journal object in this program) holds the file, it opens read-only: reads see
         what that writer committed, and a write raises the JournalLocked naming the holder."""
         if self.is_open:
@@ -106,17 +118,31 @@ class SQLiteJournal(SqlReads):
         except JournalLocked as held:
             await self._open_read_only(held)
             return
-        if damage is not None:
-            self.damage = damage
-            log.critical("%s; starting a fresh journal", damage)
-            if self.on_damage is not None:
-                self.on_damage(damage)
         try:
+            await self._left_behind(damage)
             await self._connect()
         except BaseException:
             await self._disconnect()
             self._lock.release()
             raise
+
+    async def _left_behind(self, damage: DamagedJournal | None) -> None:
+        """Say (in the log, ``left_behind`` and to ``on_damage``) what a start that moved a
+        damaged file aside left behind, and what earlier ones left beside it."""
+        earlier = await asyncio.to_thread(found_beside, self.path)
+        moved = damage.moved_to if damage is not None else None
+        kept = damage.left_behind if damage is not None else None
+        if damage is not None:
+            self.damage = damage
+            log.critical("%s; starting a fresh journal (on_damage: start_fresh)%s", damage,
+                         f": {kept.held()}; rescue it with 'promptui journal salvage "
+                         f"{kept.path}'" if kept is not None else "")
+            if self.on_damage is not None:
+                self.on_damage(damage)
+        older = [old for old in earlier if old.path != moved]
+        for old in older:
+            log.warning("%s", old.describe())
+        self.left_behind = [kept, *older] if kept is not None else older
 
     def preflight(self) -> None:
         """Raise now what open() would refuse, opening nothing (a command fails before it
@@ -131,7 +157,8 @@ class SQLiteJournal(SqlReads):
         check_path(self.path)
         self._lock.acquire()
         try:
-            return take_file(self.path, strict=self.strict, recover=self.recover, act=act)
+            return take_file(self.path, start_fresh=self.start_fresh and not self.strict,
+                             act=act)
         except BaseException:
             self._lock.release()
             raise
@@ -154,6 +181,7 @@ class SQLiteJournal(SqlReads):
                                     loop=asyncio.get_running_loop(), settle=self._settle,
                                     on_fault=self._on_fault, max_batch=self.max_batch)
         self._reader = await connect_reader(self.path, self.busy_timeout_ms)
+        self.retention.start()
 
     # -- writing ---------------------------------------------------------------------------------
     def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:
@@ -190,6 +218,24 @@ class SQLiteJournal(SqlReads):
         future: asyncio.Future[None] = writer.loop.create_future()
         writer.put((FLUSH, "", None, future, []))
         await future
+
+    def retain(self, process: str, policy: RetentionPolicy | None) -> None:
+        """Remove what ``policy`` lets go of ``process``'s entries, in the background while
+        the journal is open for writing (None: keep everything, the default)."""
+        self.retention.retain(process, policy)
+        if self._writer is not None and not self._closed:
+            self.retention.start()
+
+    async def run_job(self, job: Job[T]) -> T:
+        """``job(conn)`` on the writer thread, between two group commits (one writer)."""
+        writer = self._writer
+        if self.read_only is not None and not self._closed:
+            raise self.read_only
+        if self._closed or writer is None:
+            raise JournalError(f"journal {self.path} is not open")
+        future: asyncio.Future[T] = writer.loop.create_future()
+        writer.put((JOB, job, None, future, []))
+        return await future
 
     def _settle(self, batch: list[PendingAppend], error: BaseException | None) -> None:
         """On the loop: release a committed batch's callers, or fail them (never acknowledged);
@@ -236,6 +282,7 @@ class SQLiteJournal(SqlReads):
         if self._closed:
             return
         self._closed = True
+        await self.retention.stop()
         writer = self._writer
         if writer is not None:
             writer.stop()  # commits what is queued, then closes its connection

@@ -1,5 +1,5 @@
 """The SQLite journal's file: its tables and migrations, entry checksums, and telling a usable
-file from a damaged one (which is moved aside, never deleted).
+file from a damaged one (refused, or moved aside on request: never deleted).
 """
 
 from __future__ import annotations
@@ -13,11 +13,20 @@ from typing import TYPE_CHECKING
 from runtime_core import aio_sqlite
 from runtime_core.journal.provider import JournalError
 from runtime_core.journal.sqlite.lock import ELSEWHERE
+from runtime_core.journal.sqlite.vacuum import (
+    SWITCH_AT_OPEN_BYTES,
+    set_incremental,
+    switch_to_incremental,
+)
 
 if TYPE_CHECKING:  # only a type here: reading a journal file read-only needs no aiosqlite
     import aiosqlite
 
-SCHEMA_VERSION = 3
+    from runtime_core.journal.sqlite.left_behind import LeftBehind
+
+SCHEMA_VERSION = 4
+#: How check_readable's reason for a journal of a newer promptui starts (never damage).
+NEWER = "written by a newer promptui"
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: The entry types the entry type index holds (schema 3 on): the rare ones whose last entry a
 #: start, a rewind or a status looks up. A query for one of them must say this very term too,
@@ -102,6 +111,14 @@ MIGRATIONS: dict[int, list[str]] = {
         "DROP TABLE pending",
         "ALTER TABLE pending_v3 RENAME TO pending",
     ],
+    # 4: retention's low-water marks (``marks``): entries below a process's before_seq may
+    # have been removed by retention, and a gap there is not damage. (The switch to
+    # incremental vacuuming is not a migration: see ``vacuum``.)
+    4: [
+        """CREATE TABLE IF NOT EXISTS retained (
+            process TEXT PRIMARY KEY, before_seq INTEGER NOT NULL, removed INTEGER NOT NULL,
+            at REAL NOT NULL)""",
+    ],
 }
 
 
@@ -131,9 +148,11 @@ def connect_writer(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        set_incremental(conn)  # a new file: before its first table (and WAL) or never
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         migrate(conn)
+        switch_to_incremental(conn, path, limit=SWITCH_AT_OPEN_BYTES)
         return conn
     except sqlite3.Error as exc:  # e.g. a read-only file: SQLite opens it, the first write fails
         if conn is not None:
@@ -169,19 +188,30 @@ def checksum(text: str) -> int:
 
 class DamagedJournal(JournalError):
     """A journal file that cannot be used as it is: unreadable (not a journal at all), or
-    ``readable`` but damaged where a start reads it. ``moved_to`` is where it was moved aside;
-    ``advice`` says how to proceed when nothing was moved."""
+    ``readable`` but damaged where a start reads it. ``moved_to`` is where it was moved aside
+    (``on_damage: start_fresh``) and ``left_behind`` what it held; ``advice`` says how to
+    proceed when nothing was moved (the salvage command)."""
 
     def __init__(self, path: Path, reason: str, moved_to: Path | None = None, *,
-                 readable: bool = False, advice: str = "") -> None:
+                 readable: bool = False, advice: str = "",
+                 left_behind: LeftBehind | None = None) -> None:
         self.path = path
         self.reason = reason
         self.moved_to = moved_to
         self.readable = readable
+        self.left_behind = left_behind
         what = "is damaged where a start reads it" if readable else "cannot be read"
         where = f"; moved aside to {moved_to}" if moved_to else ""
         super().__init__(f"journal {path} {what}: {reason}{where}"
                          + (f"; {advice}" if advice else ""))
+
+
+def readonly_uri(path: Path) -> str:
+    """The URI that opens ``path`` read-only for a check. Without a -wal file no writer has it
+    open (a WAL writer keeps one while it does), so it is opened ``immutable``: SQLite then
+    makes no -wal or -shm beside it, and a file that is refused stays exactly as it was."""
+    wal = path.with_name(path.name + "-wal")
+    return f"file:{path}?mode=ro" + ("" if wal.exists() else "&immutable=1")
 
 
 def check_readable(path: Path) -> str | None:
@@ -192,7 +222,7 @@ def check_readable(path: Path) -> str | None:
         if fh.read(16) != SQLITE_HEADER:
             return "not an SQLite database (bad file header)"
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=5)
         try:
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         finally:
@@ -206,7 +236,7 @@ def check_readable(path: Path) -> str | None:
     if not str(row[0]).isdigit():
         return f"its schema version {row[0]!r} is not a number"
     if int(row[0]) > SCHEMA_VERSION:
-        return f"written by a newer promptui (schema {row[0]}, this one knows {SCHEMA_VERSION})"
+        return f"{NEWER} (schema {row[0]}, this one knows {SCHEMA_VERSION})"
     return None
 
 

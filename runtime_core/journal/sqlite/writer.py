@@ -18,6 +18,10 @@ Python then overlaps the fsync.
 A passing fault (the write lock held elsewhere, a full disk, an I/O error) keeps the batch: the
 thread waits with backoff and tries the same batch again, and the loop hears "degraded" and
 "writing again" through ``on_fault``. Anything else fails that batch and every later append.
+
+A job (``JOB``: retention's deletions, a vacuum step) is a function of the connection queued
+like an append. It runs after the batch it was taken with is committed and its callers are
+released, in a transaction of its own; its failure fails only that job.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from runtime_core.journal.sqlite.commit import PendingAppend, batch_rows, write_
 
 #: A flush marker: never written; its future resolves once everything before it is committed.
 FLUSH = object()
+#: A job marker: ``(JOB, fn, None, future, [])`` runs ``fn(conn)`` on the writer thread and
+#: resolves ``future`` with what it returns (or its exception).
+JOB = object()
 _STOP = object()
 #: How long the thread waits for the loop to catch up before it commits anyway (seconds).
 LOOP_WAIT = 0.005
@@ -158,6 +165,9 @@ class WriterThread:
                 going = False
                 break
             batch.append(item)
+        jobs = [b for b in batch if b[0] is JOB]
+        if jobs:
+            batch = [b for b in batch if b[0] is not JOB]
         rows = [b for b in batch if b[0] is not FLUSH]
         error: BaseException | None = self.failed
         if error is None and rows:
@@ -165,9 +175,27 @@ class WriterThread:
             if error is not None:
                 self.failed = error
         self._hand_off()
-        self._call(self._settle, batch, error)
-        self._wait_for_loop()
+        if batch:
+            self._call(self._settle, batch, error)
+        for job in jobs:
+            self._run_job(job, error)
+        if batch:
+            self._wait_for_loop()
         return going
+
+    def _run_job(self, job: Any, error: BaseException | None) -> None:
+        """Run one job in its own transaction; a journal that failed fails it unrun."""
+        _, fn, _, future, _ = job
+        result: Any = None
+        if error is None:
+            try:
+                result = fn(self.conn)
+            except Exception as exc:
+                if self.conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self.conn.execute("ROLLBACK")
+                error = exc
+        self._call(_resolve, future, result, error)
 
     def _settle(self, batch: list[PendingAppend], error: BaseException | None) -> None:
         try:
@@ -193,3 +221,13 @@ class WriterThread:
             if failures:
                 self._call(self.on_fault, None)
             return None
+
+
+def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """On the loop: a job's outcome to its waiter (gone already if it was cancelled)."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

@@ -9,6 +9,10 @@ between. ``GET /health`` on any server lists the paths it serves, and answers 50
 refusing path's process state and reason) while a process behind it is failed, stopping or
 cannot journal, so a load balancer stops sending; ``GET /health?path=/x`` asks about one path.
 
+A path a process of this runtime will serve (expected.py) but that no trigger serves at the
+moment (its process not started yet, stopping, stopped, restarting, while the server listens for
+others) answers 503 with Retry-After, never 404: a sender retries a 503 and may drop a 404.
+
 Every request is first checked as the control API checks its own (http/origin.py): a foreign Host
 on a loopback bind gets 421, any request with an ``Origin`` header (a web page) 403.
 """
@@ -37,7 +41,12 @@ from runtime_core.http.guard import ConnectionGuard
 from runtime_core.http.limits import WEBHOOK
 from runtime_core.http.origin import refusal
 from runtime_core.triggers.config import HEALTH_PATH
-from runtime_core.triggers.webhook.request import RETRY_AFTER_SECONDS, error_response
+from runtime_core.triggers.webhook.expected import expected
+from runtime_core.triggers.webhook.request import (
+    RETRY_AFTER_SECONDS,
+    error_response,
+    unavailable_response,
+)
 
 # The webhook trigger's logger, not this module's: operators tune one name for the whole trigger.
 log = logging.getLogger("runtime_core.triggers.webhook.trigger")
@@ -47,6 +56,9 @@ _GRACEFUL_STOP_SECONDS = 3  # in-flight requests get this long when the last tri
 _STOP_TIMEOUT = 10.0
 
 _Address = tuple[str, int]
+
+NOT_SERVING_NOW = ("the process serving this path is starting or stopping; try again after "
+                   "Retry-After")
 
 # uvicorn logs every server's start and stop on "uvicorn.error" ("Started server process [pid]",
 # "Shutting down", "Finished server process [pid]"), so a host that serves with uvicorn too
@@ -136,6 +148,8 @@ class SharedServer:
             return self._health(request)
         trigger = self.route(path)
         if trigger is None:
+            if expected(self.host, self.port, path):  # its process is starting or stopping
+                return unavailable_response(NOT_SERVING_NOW)
             return error_response(404, "no webhook is served at this path")
         return await trigger.handle(request)
 
@@ -151,6 +165,10 @@ class SharedServer:
         asked = request.query_params.get("path")
         served = {**self.standby, **self.routes}
         if asked is not None and asked not in served:
+            if expected(self.host, self.port, asked):
+                return JSONResponse({"status": "unavailable", "paths": [asked], "unavailable": {
+                    asked: {"state": "not serving", "reason": NOT_SERVING_NOW}}}, 503,
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
             return error_response(404, f"no webhook is served at {asked!r}")
         paths = [asked] if asked is not None else sorted(served)
         refusing = {path: why for path in paths

@@ -4,9 +4,10 @@ Request pipeline (POST on a served path; the server has already refused a foreig
 loopback bind with 421 and any browser Origin with 403): the source address against
 ``allowed_sources`` (403) -> body size limit (413) -> the signature scheme's check over the raw
 body when ``hmac_secret`` is set (401) -> body parsing (400) -> Slack's url_verification is
-answered with its challenge -> a delivery id already taken answers 200 ``duplicate`` ->
-``accept(event)`` -> 202 accepted (durable) / 200 ignored (filtered) / 200 duplicate / 503 +
-``Retry-After`` (queue full, process unavailable) / 500.
+answered with its challenge -> a delivery taken before (its delivery key: the sender's delivery
+id, else the signature) answers 200 ``duplicate`` with the first event's id -> ``accept(event)``
+-> 202 accepted (durable) / 200 ignored (filtered) / 200 duplicate (found in the journal's
+delivery index) / 503 + ``Retry-After`` (queue full, process unavailable) / 500.
 
 The parts live beside this module: the shared servers and their lifecycle in ``server``, body
 limits and parsing in ``request``, signatures (the headers a sender sets) in
@@ -19,6 +20,7 @@ import ipaddress
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -44,11 +46,8 @@ from runtime_core.triggers.webhook.request import (
     unavailable_response,
 )
 from runtime_core.triggers.webhook.server import SharedServer, attach, detach
-from runtime_core.triggers.webhook.signature import (
-    ReplayCache,
-    Verified,
-    verify_signature,
-)
+from runtime_core.triggers.webhook.signature import Verified, verify_signature
+from runtime_core.triggers.webhook.signatures.table import BODY_DELIVERY_IDS
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +85,17 @@ def _source_allowed(client: str | None, networks: tuple[_Network, ...]) -> bool:
     return any(address in network for network in networks)
 
 
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    """A request's delivery key (kept with its event in the journal's delivery index), the
+    sender's own id when it has one, and until when a repeat can still arrive (None: as long
+    as the ledger keeps delivery ids)."""
+
+    key: str
+    sender_id: str | None
+    until: float | None
+
+
 def _url_verification(payload: Any) -> str | None:
     """Slack's challenge when ``payload`` is its url_verification request."""
     if isinstance(payload, dict) and payload.get("type") == "url_verification":
@@ -99,7 +109,9 @@ class WebhookTrigger:
 
     trigger_type = "webhook"
 
-    def __init__(self, trigger_id: str, config: TriggerConfig) -> None:
+    def __init__(self, trigger_id: str, config: TriggerConfig, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        """``clock``: the wall clock (Unix seconds) signature timestamps are checked against."""
         if config.type != "webhook":
             raise ValueError(f"WebhookTrigger needs a 'webhook' config, got {config.type!r}")
         check_webhook_path(config.webhook_path)
@@ -121,9 +133,8 @@ class WebhookTrigger:
         self._accept: AcceptFn | None = None
         self._availability: AvailabilityFn | None = None
         self._server: SharedServer | None = None
-        self._replays = ReplayCache()
-        self._deliveries = DeliveryLedger()
-        self._clock: Callable[[], float] = time.time
+        self._clock = clock
+        self._deliveries = DeliveryLedger(clock=clock)
         self._requests = 0
         self._accepted = 0
         self._ignored = 0
@@ -245,48 +256,59 @@ class WebhookTrigger:
             verified = verify_signature(
                 request.headers, body, scheme=self.signature_scheme, secrets=self._secrets,
                 header=self.signature_header, tolerance=self.signature_tolerance,
-                replays=self._replays, clock=self._clock)
-        spent = verified.replay_key if verified is not None else None
-        delivery = verified.delivery_id if verified is not None else None
-        key = f"{self.path}#{delivery}" if delivery is not None else None
-        claimed = False
+                clock=self._clock)
+        claimed: _Delivery | None = None
         taken_as: str | None = None  # the event id the delivery is taken as, if it is
-        keep_spent = False  # a signature stays spent only if it handed over an event
         try:
             payload = parse_body(body, request.headers.get("content-type", ""))
             challenge = _url_verification(payload) if self.signature_scheme == "slack" \
                 and verified is not None else None
             if challenge is not None:  # Slack checks the URL before it sends events
                 return JSONResponse({"challenge": challenge}, 200), "challenge"
-            if key is not None:
-                first = await self._deliveries.claim(key)
+            delivery = self._delivery(verified, payload)
+            if delivery is not None:
+                first = await self._deliveries.claim(delivery.key)
                 if first is not None:
                     return self._duplicate(first), "duplicate"
-                claimed = True
+                claimed = delivery
             event = TriggerEvent(self.trigger_id, self.trigger_type, payload,
-                                 metadata=self._metadata(request, client, verified, key))
+                                 metadata=self._metadata(request, client, verified, delivery))
             accept = self._accept
             if accept is None:  # stopped while the body was arriving
                 return unavailable_response("trigger stopped"), "rejected"
             result, reason = await accept(event)
             if result is AcceptResult.ACCEPTED:
-                keep_spent, taken_as = True, event.event_id
+                taken_as = event.event_id
                 return JSONResponse({"status": "accepted", "event_id": event.event_id},
                                     202), "accepted"
             if result is AcceptResult.DUPLICATE:  # found in the journal's delivery index
-                keep_spent, taken_as = True, reason
+                taken_as = reason
                 return self._duplicate(reason), "duplicate"
             if result is AcceptResult.FILTERED:
-                keep_spent = True
                 return JSONResponse({"status": "ignored", "event_id": event.event_id},
                                     200), "ignored"
             # QUEUE_FULL or UNAVAILABLE
             return unavailable_response(reason or result.value), "rejected"
         finally:
-            if spent is not None and not keep_spent:
-                self._replays.release(spent)
-            if claimed and key is not None:
-                self._deliveries.settle(key, taken_as)
+            if claimed is not None:
+                self._deliveries.settle(claimed.key, taken_as, until=claimed.until)
+
+    def _delivery(self, verified: Verified | None, payload: Any) -> _Delivery | None:
+        """What makes this request the same delivery as another: the sender's delivery id
+        (a header, or the body's for Stripe and Slack), else the signature, which is good only
+        inside its timestamp window. None for an unsigned request."""
+        if verified is None:
+            return None
+        sender = verified.delivery_id
+        if sender is None and self.signature_scheme in BODY_DELIVERY_IDS:
+            sender = BODY_DELIVERY_IDS[self.signature_scheme](payload)
+        if sender is not None:
+            return _Delivery(f"{self.path}#{sender}", sender, None)
+        if verified.replay_key is None or verified.sent is None:
+            return None
+        # Past sent + tolerance the timestamp no longer passes: nothing to remember after.
+        return _Delivery(f"{self.path}#signature:{verified.replay_key}", None,
+                         float(verified.sent + self.signature_tolerance))
 
     def _duplicate(self, first_event_id: str) -> Response:
         """A delivery taken before: acknowledged (so the sender stops), and nothing runs."""
@@ -295,7 +317,7 @@ class WebhookTrigger:
         return JSONResponse({"status": "duplicate", "event_id": first_event_id}, 200)
 
     def _metadata(self, request: Request, client: str | None, verified: Verified | None,
-                  key: str | None) -> dict[str, Any]:
+                  delivery: _Delivery | None) -> dict[str, Any]:
         metadata: dict[str, Any] = {
             "method": request.method,
             "path": request.url.path,
@@ -306,7 +328,8 @@ class WebhookTrigger:
         }
         if verified is not None:
             metadata["signature_scheme"] = self.signature_scheme
-        if verified is not None and key is not None:
-            metadata["delivery_id"] = verified.delivery_id
-            metadata[DELIVERY_KEY] = key
+        if delivery is not None:
+            if delivery.sender_id is not None:
+                metadata["delivery_id"] = delivery.sender_id
+            metadata[DELIVERY_KEY] = delivery.key
         return metadata

@@ -66,6 +66,8 @@ async def main() -> None:
                         help="the model only replies: runs that call no tool")
     parser.add_argument("--recover", choices=("true", "false", "strict"), default="true",
                         help="the journal's recover_on_start")
+    parser.add_argument("--on-damage", choices=("refuse", "start_fresh"), default="refuse",
+                        help="the journal's on_damage")
     args = parser.parse_args()
     LEDGER = Path(args.ledger)
     record_args = {"item": "$payload.i"}
@@ -87,7 +89,8 @@ async def main() -> None:
         servers=servers,
         journal={"level": "checkpoint", "path": args.db,
                  "recover_on_start": {"true": True, "false": False}.get(args.recover,
-                                                                        args.recover)},
+                                                                        args.recover),
+                 "on_damage": args.on_damage},
         trigger_delivery={"max_retries": 0},
         max_consecutive_failures=1000,
     )
