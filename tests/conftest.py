@@ -5,7 +5,10 @@ lives in tests/helpers/."""
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,6 +21,30 @@ if TYPE_CHECKING:  # imported by the fixture: psycopg loads only for tests that 
     from tests.helpers.postgres import PgServer
 
 POSTGRES_FIXTURES = ("pg_server", "pg_dsn")
+
+# The tests start hundreds of Python subprocesses (serve, run, workers, MCP servers). With
+# PYTHONDONTWRITEBYTECODE set (as in some sandboxes and CI images) each one compiled every
+# module of ours again: about a third of a `promptui run`'s start. Set here, before the xdist
+# workers start, the workers and every subprocess keep bytecode in a cache outside the checkout.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    os.environ.setdefault("PYTHONPYCACHEPREFIX",
+                          str(Path(tempfile.gettempdir()) / "promptui-tests-pycache"))
+
+
+# The longest tests (half a minute to a minute and more each) go first, so that the xdist
+# workers run them side by side at the start instead of one of them alone at the end.
+LONGEST_FIRST = ("tests/e2e/test_crash_recovery.py", "tests/cluster/",
+                 "tests/governance/test_no_secret_anywhere.py", "tests/e2e/test_api_schema.py",
+                 "tests/e2e/test_soak_run.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
+                    len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
 
 
 @pytest.fixture

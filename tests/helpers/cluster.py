@@ -336,6 +336,10 @@ class Journal:
     def pending(self) -> int:
         return int(self.rows("SELECT count(*) FROM pending")[0][0])
 
+    def in_inbox(self) -> int:
+        """Events a non-owner took (202) that no owner has journaled yet."""
+        return int(self.rows("SELECT count(*) FROM cluster_inbox")[0][0])
+
     def epochs_in_order(self) -> dict[str, list[int]]:
         """process -> the epochs its entries were written under, in seq order, runs of one
         epoch collapsed (fencing holds when every list only grows)."""
