@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
+from textual.worker import Worker
 
 from promptui.actions import DETAIL_ACTIONS, RECONCILE, bindings
 from promptui.screens.base import LiveScreen, OpenTimeline, ShowValue
@@ -255,7 +256,11 @@ class ProcessDetailScreen(LiveScreen):
         self.refresh_bindings()  # the footer shows the keys of the visible tab
         self._draw(self.active_tab)  # no blank tab until the next tick
         if self.active_tab == "timeline":
-            self.run_worker(self._draw_timeline(), group="timeline-tab", exclusive=True)
+            # the method, not a coroutine: a worker cancelled before it starts leaves nothing
+            # unawaited behind (the annotation lets mypy infer Textual's result type)
+            drawing: Worker[None] = self.run_worker(self._draw_timeline, group="timeline-tab",
+                                                    exclusive=True)
+            del drawing
 
     @on(DataTable.RowHighlighted)
     def _row_moved(self, event: DataTable.RowHighlighted) -> None:
@@ -455,7 +460,8 @@ class ProcessDetailScreen(LiveScreen):
             self.dead_page = DeadPage(back, offset, tuple(page))
             self._draw("dead")
 
-        self.run_worker(load(), group="dead-page", exclusive=True)
+        loading: Worker[None] = self.run_worker(load, group="dead-page", exclusive=True)
+        del loading
 
     def action_open_run(self) -> None:
         run = self._run(self.table("runs").cursor_key)
