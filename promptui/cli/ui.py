@@ -70,7 +70,7 @@ def room_closing_line(kept: dict[str, dict[str, int]] | None) -> str:
                 "takes back what the journal holds.")
     queued = sum(c["pending"] for c in kept.values())
     dead = sum(c["dead_letters"] for c in kept.values())
-    return (f"Stopped cleanly: {queued} queued event(s) kept in the journal for the next "
+    return (f"Stopped cleanly. {queued} queued event(s) kept in the journal for the next "
             f"start; {dead} dead letter(s) kept for redelivery.")
 
 

@@ -53,8 +53,10 @@ class Tmux:
     def keys(self, *keys: str, literal: bool = False) -> None:
         self.run("send-keys", "-t", self.session, *(["-l"] if literal else []), *keys)
 
-    def screen(self) -> str:
-        result = self.run("capture-pane", "-p", "-t", self.session, check=False)
+    def screen(self, *, joined: bool = False) -> str:
+        """The pane's text; ``joined``: lines the terminal wrapped are joined back."""
+        result = self.run("capture-pane", "-p", *(["-J"] if joined else []), "-t",
+                          self.session, check=False)
         return result.stdout if result.returncode == 0 else ""
 
     def alive(self) -> bool:
@@ -225,3 +227,63 @@ def test_the_activity_feed_stays_live_through_screens_filter_and_resize(
     time.sleep(4)  # and a few seconds later, still
     tmux.expect("live activity a few seconds later", activity_is_live, cap=15)
     tmux.keys("q")
+
+
+def journal_rows(journal: Path, sql: str) -> list[tuple[object, ...]] | None:
+    """Rows of a read-only query, or None while the file or its tables are not there yet."""
+    if not journal.exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=2)
+    except sqlite3.Error:
+        return None
+    try:
+        return [tuple(row) for row in conn.execute(sql).fetchall()]
+    except sqlite3.Error:  # not created yet, or busy: poll again
+        return None
+    finally:
+        conn.close()
+
+
+KEPT = re.compile(r"Stopped cleanly\. (\d+) queued event\(s\) kept in the journal")
+
+
+def test_q_keeps_the_queue_in_the_journal_and_says_how_many(tmp_path: Path, tmux: Tmux) -> None:
+    """``q`` on the demo once looper has a queue: the closing line's count is what the journal
+    keeps queued for the next start, and nothing is dead-lettered "process stopped"."""
+    promptui = Path(sys.executable).parent / "promptui"
+    journal = tmp_path / "j.db"
+    exit_file = tmp_path / "exit-code"
+    env = {"PROMPTUI_DEMO_DIR": str(tmp_path / "demo"),
+           "PROMPTUI_DEMO_WEBHOOK_PORT": str(free_port()),
+           "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color"}
+    ui = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()),
+                     str(promptui), "ui", "--journal", str(journal)])
+    # The pane stays open after the room exits, to read its closing line.
+    tmux.start(tmp_path, f"{ui}; echo $? > {shlex.quote(str(exit_file))}; sleep 60")
+    tmux.expect("the process table", lambda s: "│ looper " in s, cap=25)
+    queued = "SELECT count(*) FROM pending WHERE process = 'looper'"
+    until = time.monotonic() + 30
+    while ((journal_rows(journal, queued) or [(0,)])[0][0] or 0) == 0:  # type: ignore[operator]
+        assert time.monotonic() < until, f"looper never had a queue; screen:\n{tmux.screen()}"
+        time.sleep(0.2)
+
+    tmux.keys("q")
+    answered = False
+    until = time.monotonic() + 40
+    while not exit_file.exists():
+        assert time.monotonic() < until, f"promptui did not quit; screen:\n{tmux.screen()}"
+        if not answered and "Quit? " in tmux.screen():  # runs in flight: let them finish
+            tmux.keys("Tab", "Enter")  # from Cancel to "Drain, then quit"
+            answered = True
+        time.sleep(0.2)
+    assert exit_file.read_text().strip() == "0", tmux.screen()
+    match = KEPT.search(tmux.screen(joined=True))
+    assert match is not None, tmux.screen(joined=True)
+    kept = journal_rows(journal, "SELECT process, event_id FROM pending WHERE event_id NOT IN "
+                                 "(SELECT event_id FROM open_runs)")
+    assert kept is not None and len(kept) == int(match.group(1)) > 0, (kept, match.group(0))
+    assert any(process == "looper" for process, _ in kept), kept
+    stopped = journal_rows(journal, "SELECT event_id FROM dead_letters "
+                                    "WHERE reason = 'process stopped'")
+    assert stopped == [], stopped

@@ -73,7 +73,7 @@ async def test_q_keeps_the_queue_and_the_next_runtime_runs_each_once(tmp_path: P
     assert app.kept == {"worker": {"pending": 4, "dead_letters": 0}}
     assert process.dead_letters == []
     assert room_closing_line(app.kept) == (
-        "Stopped cleanly: 4 queued event(s) kept in the journal for the next start; 0 dead "
+        "Stopped cleanly. 4 queued event(s) kept in the journal for the next start; 0 dead "
         "letter(s) kept for redelivery.")
 
     gates[-1].set()
