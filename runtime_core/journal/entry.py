@@ -40,6 +40,8 @@ class EntryType:
     INCIDENT = "incident"  # an incident opened, changed or got a run: its snapshot after
     SHUTDOWN = "shutdown"  # a service shutdown sealed the journal: the next start takes back
     # what was queued or running (nothing after it is journaled by that process object)
+    LOST = "lost"  # written by a salvage where a damaged journal lost entries (a seq range)
+    SALVAGED = "salvaged"  # closes a salvage: what was rescued and what was lost, per process
 
 
 @dataclass(slots=True)

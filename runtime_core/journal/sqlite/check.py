@@ -44,7 +44,7 @@ from runtime_core.journal.sqlite.schema import (
 
 MAX_PROBLEMS = 20
 #: The entry a salvage writes where an entry was lost (``salvage``).
-LOST = "lost"
+LOST = EntryType.LOST
 _OPEN_STATES = ("running", "waiting")
 
 

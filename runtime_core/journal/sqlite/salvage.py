@@ -30,7 +30,7 @@ from runtime_core.journal.sqlite.salvage_plan import ProcessPlan, Wait, plan
 from runtime_core.journal.sqlite.schema import checksum, connect_writer
 
 #: The entry that closes a salvage (a seq whose entry was lost holds a ``LOST`` one).
-SALVAGED = "salvaged"
+SALVAGED = EntryType.SALVAGED
 #: The call a run put to wait by the salvage waits on.
 UNKNOWN_CALL = "salvage_unknown_outcome"
 _LISTED = 1000  # ids listed in a salvaged entry at most (the report has the counts)
