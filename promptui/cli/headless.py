@@ -154,6 +154,9 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
     # Log lines go through the live display's console so they print above the table.
     log_console = console if live else Console(stderr=True)  # keep --json output clean
     handler = RichHandler(console=log_console, show_path=False, rich_tracebacks=False)
+    from runtime_core.log_redaction import redact_handler
+
+    redact_handler(handler, lambda: runtime.processes.values())  # a tool may log a secret
     root = logging.getLogger()
     root.addHandler(handler)
     if root.level > logging.WARNING or root.level == logging.NOTSET:

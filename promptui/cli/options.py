@@ -48,8 +48,24 @@ URL_OPTION = typer.Option(None, "--url", help="A served runtime (promptui serve)
                           "running in this folder).")
 TOKEN_OPTION = typer.Option(None, "--token", help="The server's token (default: "
                             "PROMPTUI_TOKEN, or the token file of the server running here).")
-JOURNAL_OPTION = typer.Option(DEFAULT_JOURNAL, "--journal", "-j",
-                              help="The journal file (default .promptui/journal.db).")
+
+
+def _journal_file(path: Path) -> Path:
+    """The journal file ``--journal PATH`` means, by the rule a start follows (a folder holds
+    ``journal.db``); a one-line error for a reference FileJournal folder not imported yet."""
+    if path.suffix and not path.is_dir():
+        return path  # a file path: as given (the runtime loads only when needed)
+    from runtime_core.control.offline import JournalError, journal_file_at
+
+    try:
+        return journal_file_at(path)
+    except JournalError as exc:
+        raise fail(str(exc)) from None
+
+
+JOURNAL_OPTION = typer.Option(DEFAULT_JOURNAL, "--journal", "-j", callback=_journal_file,
+                              help="The journal file, or a folder holding it as journal.db "
+                              "(default .promptui/journal.db).")
 RUNTIME_JOURNAL_OPTION = typer.Option(None, "--journal", help="Journal file for every "
                                       "journaling process (default: .promptui/journal.db).")
 PATHS_ARGUMENT = typer.Argument(None, help="Manifest files or folders of .agent files "

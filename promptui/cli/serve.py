@@ -107,8 +107,8 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, ensure_ascii=False, default=str)
 
 
-def configure_logging(log_format: LogFormat, level: LogLevel) -> None:
-    """The root logger to stderr; uvicorn's loggers go through the same handler."""
+def configure_logging(log_format: LogFormat, level: LogLevel) -> logging.Handler:
+    """The root logger to stderr; uvicorn's loggers go through the same handler (returned)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format is LogFormat.json
                          else logging.Formatter(PLAIN_FORMAT))
@@ -124,6 +124,7 @@ def configure_logging(log_format: LogFormat, level: LogLevel) -> None:
         named.setLevel(logging.NOTSET)
     # watchfiles says "N changes detected" at INFO for every file a file_watch trigger sees.
     logging.getLogger("watchfiles").setLevel(max(logging.WARNING, root.level))
+    return handler
 
 
 def write_discovery(path: Path, data: dict[str, Any]) -> None:
@@ -169,6 +170,10 @@ def serve(
     node_id: str | None = NODE_ID_OPTION,
     max_processes: int | None = MAX_PROCESSES_OPTION,
     lease_ttl: float = LEASE_TTL_OPTION,
+    trusted_proxies: str | None = typer.Option(
+        None, "--trusted-proxies", help="Comma-separated proxy addresses or networks whose "
+        "X-Forwarded-For names the client (the API and webhooks' allowed_sources); none by "
+        "default: the header is ignored. Also PROMPTUI_TRUSTED_PROXIES."),
 ) -> None:
     """Run the runtime headless behind the HTTP control API (Ctrl+C or SIGTERM stops it);
     with --cluster, as one node of a scale-out cluster on PostgreSQL."""
@@ -179,7 +184,14 @@ def serve(
     from runtime_core.api.token import TOKEN_ENV, TokenError, load_or_create_token
     from runtime_core.control.local import LocalControl
 
-    configure_logging(log_format, log_level)
+    log_handler = configure_logging(log_format, log_level)
+    if trusted_proxies is not None:
+        from runtime_core.api.server import trust_proxies
+
+        try:
+            trust_proxies(trusted_proxies)
+        except ValueError as exc:
+            raise fail(f"--trusted-proxies: {exc}") from None
     targets = list(paths) if paths else [BUNDLED_DEMO]
     try:
         token, where = load_or_create_token(token_file)
@@ -199,6 +211,9 @@ def serve(
         node = load_cluster(targets, cluster, node_id=node_id, max_processes=max_processes,
                             ttl_s=lease_ttl, name=name, read_only=read_only)
         runtime, control = node.runtime, node.control
+    from runtime_core.log_redaction import redact_handler
+
+    redact_handler(log_handler, lambda: runtime.processes.values())  # a tool may log a secret
     loopback = is_loopback(host)
     if not loopback:
         err.print(f"[yellow]warning:[/yellow] listening on {escape(host)}, beyond this "

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from promptui.app import ControlRoom
     from promptui.settings import Settings
     from runtime_core.control.plane import ControlPlane
+    from runtime_core.runtime import AgentRuntime
 
 # The room's own options, the same for 'ui' and 'attach'.
 THEME_OPTION = typer.Option(None, "--theme", help="Theme name (t cycles them).")
@@ -58,7 +59,7 @@ def ui(
     control = LocalControl(runtime, name=name,
                            read_only=settings.read_only if read_only is None else read_only)
     room = open_room(control, theme=theme, no_mouse=no_mouse, refresh=refresh,
-                     low_bandwidth=low)
+                     low_bandwidth=low, runtime=runtime)
     err.print(room_closing_line(room.kept))
 
 
@@ -132,9 +133,11 @@ def _settings() -> Settings:
 
 
 def open_room(control: ControlPlane, *, theme: str | None, no_mouse: bool,
-              refresh: float | None, low_bandwidth: bool) -> ControlRoom:
+              refresh: float | None, low_bandwidth: bool,
+              runtime: AgentRuntime | None = None) -> ControlRoom:
     """Run the control room on ``control`` (embedded or attached) until the operator quits;
-    returns the closed room (its ``kept`` counts, embedded)."""
+    returns the closed room (its ``kept`` counts, embedded). ``runtime`` (embedded): the
+    secrets its processes hold are hidden from the log file."""
     from promptui.cli.keymap import keymap_warnings
     from promptui.settings import config_path, user_themes_dir
     from promptui.themes import LOW_BANDWIDTH_THEME, load_themes
@@ -160,6 +163,12 @@ def open_room(control: ControlPlane, *, theme: str | None, no_mouse: bool,
     log_dir.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=log_dir / "promptui.log", level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if runtime is not None:  # a tool may log a secret: not in this file
+        from runtime_core.log_redaction import redact_handler
+
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.FileHandler):
+                redact_handler(handler, lambda: runtime.processes.values())
     app = ControlRoom(control, themes=themes, theme=chosen,
                       refresh_hz=refresh or settings.refresh_hz, low_bandwidth=low,
                       keymap=settings.keymap)

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from runtime_core.api.error_shape import raw_error
+from runtime_core.http.guard import mark_authenticated
 from runtime_core.http.origin import host_name, is_loopback
 
 __all__ = ["DEFAULT_MAX_BODY", "MUTATING", "PUBLIC_PATHS", "Guard", "host_name", "is_loopback"]
@@ -45,8 +46,12 @@ class Guard:
         if refusal is not None:
             await self._answer(send, *refusal)
             return
+        if scope.get("path", "") not in PUBLIC_PATHS:  # the token was checked: a known client
+            mark_authenticated(scope)
         if scope["method"] in MUTATING:
             body, too_big = await self._read_body(receive, headers)
+            if body is None:  # the client left (or was cut off as too slow) mid-body
+                return
             if too_big:
                 await self._answer(send, *raw_error(
                     413, "BODY_TOO_LARGE", f"the request body is over {self.max_body} bytes; "
@@ -84,7 +89,9 @@ class Guard:
         also = self.also_token() if self.also_token is not None else None
         return also is not None and len(also) > 0 and hmac.compare_digest(raw, also.encode())
 
-    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> tuple[bytes, bool]:
+    async def _read_body(self, receive: Receive, headers: dict[str, str]
+                         ) -> tuple[bytes | None, bool]:
+        """The whole body; None when the connection ended first (never a partial body)."""
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
             return b"", True
@@ -93,7 +100,7 @@ class Guard:
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                break
+                return None, False
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:

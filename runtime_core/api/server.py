@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -29,7 +30,7 @@ from runtime_core.api.guard import DEFAULT_MAX_BODY, Guard, is_loopback
 from runtime_core.api.routes import router
 from runtime_core.control.local import LocalControl
 from runtime_core.http.guard import ConnectionGuard
-from runtime_core.http.limits import API
+from runtime_core.http.limits import API, ENV_TRUSTED_PROXIES, parse_trusted_proxies
 
 if TYPE_CHECKING:  # psycopg loads only for a cluster node
     from runtime_core.cluster.host import ClusterHost
@@ -176,12 +177,15 @@ def make_server(app: FastAPI, *, host: str, port: int,
     # idle or slow clients cannot use up the file descriptors the API needs to answer.
     guard = ConnectionGuard.for_server(API, json.dumps(error_body(
         "TOO_MANY_CONNECTIONS", "the server holds the most open connections it allows; try "
-        "again shortly")).encode())
+        "again shortly")).encode(), late_body=json.dumps(error_body(
+            "REQUEST_TIMEOUT", "the request body did not arrive in time; send it at once"
+        )).encode())
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                             lifespan="on", timeout_graceful_shutdown=10,
                             server_header=False, date_header=False, ws="none",
                             http=guard.protocol(),
-                            timeout_keep_alive=guard.limits.keep_alive_timeout)
+                            timeout_keep_alive=guard.limits.keep_alive_timeout,
+                            **guard.limits.proxy_options())
     log.debug("connection limits: %s", guard.limits.describe())
     server = _Server(config)
     server.guard = guard
@@ -212,6 +216,14 @@ def make_server(app: FastAPI, *, host: str, port: int,
 
         server.startup = startup  # type: ignore[method-assign]
     return server
+
+
+def trust_proxies(proxies: str) -> None:
+    """Believe ``X-Forwarded-For`` from these proxies (comma-separated addresses or networks)
+    on this process's servers: the API and the webhook servers, which read it from the
+    environment when they start, deep inside the runtime. ValueError naming a bad entry."""
+    parse_trusted_proxies(proxies)
+    os.environ[ENV_TRUSTED_PROXIES] = proxies
 
 
 def serve(app: FastAPI, *, host: str, port: int,

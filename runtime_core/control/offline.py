@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from runtime_core.control.views import DeadLetterView, JournalEntryView, preview, step_of
 from runtime_core.incidents import Incident, fold_entries, value_text
+from runtime_core.journal.config import journal_file
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.inspect import VerifyReport, process_names, read_dead_letters
 from runtime_core.journal.inspect import read_entries as read_entries
@@ -40,16 +41,32 @@ __all__ = ["ENTRY_TYPES", "ImportReport", "Incident", "JournalEntry", "JournalEr
            "RewindMode", "RewindPlan", "SalvageReport", "UnknownEntry", "VerifyReport",
            "check_entry_type",
            "check_new_name", "check_process", "dead_letters", "fork", "import_reference",
-           "incidents", "left_behind",
+           "incidents", "journal_file_at", "left_behind",
            "parse_entry_id", "probe_servers", "process_names", "read_entries", "recent_entries",
            "report_lines", "rewind", "rewind_plan", "salvage", "value_text", "verify"]
 
 T = TypeVar("T")
+REFERENCE_LINES = ".jsonl"  # a reference FileJournal's <process>.jsonl files
 
 # Every type the runtime journals, in EntryType's order (its lifecycle order).
 ENTRY_TYPES: tuple[str, ...] = tuple(value for key, value in vars(EntryType).items()
                                      if key.isupper() and isinstance(value, str))
 NAME_RULE = "a letter, then letters, digits, '-' or '_' (at most 64)"
+
+
+def journal_file_at(path: Path) -> Path:
+    """The journal file a ``--journal PATH`` means, by the rule a start follows (JournalConfig):
+    a folder, or a path without a suffix, holds ``journal.db``, as ``promptui serve --journal
+    FOLDER`` writes it. A reference FileJournal folder (JSON lines) without one is a
+    JournalError saying how to import it: promptui reads its own journal only."""
+    file = Path(journal_file(str(path)))
+    if file != path and path.is_dir() and not file.exists() \
+            and any(path.glob(f"*{REFERENCE_LINES}")):
+        raise JournalError(f"{path} is a reference FileJournal folder (JSON lines) with no "
+                           f"promptui journal in it ({file.name}): import it with 'promptui "
+                           f"journal import {path}' and read .promptui/journal.db, or pass "
+                           "the journal file with --journal")
+    return file
 
 
 def left_behind(path: Path) -> list[str]:

@@ -10,6 +10,7 @@ operator's browser can post with ``no-cors`` without reading the answer, so it i
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 
 MISDIRECTED = ("this server answers only requests addressed to a loopback host "
@@ -26,12 +27,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# RFC 9110's Host: a bracketed IPv6 literal or a plain name/IPv4, then an optional port. Nothing
+# else (no userinfo '@', path, spaces or second colon): ``127.0.0.1:80@evil.com`` names evil.com
+# to some parsers and 127.0.0.1 to others, so it is refused rather than guessed at.
+_HOST = re.compile(r"(?:\[(?P<ip6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::[0-9]{1,5})?")
+
+
 def host_name(header: str) -> str:
-    """``Host`` without its port: ``[::1]:80`` -> ``::1``, ``localhost:9`` -> ``localhost``."""
-    header = header.strip()
-    if header.startswith("["):
-        return header[1:].split("]", 1)[0]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+    """``Host`` without its port: ``[::1]:80`` -> ``::1``, ``localhost:9`` -> ``localhost``;
+    ``""`` for a header that is not a plain host and port (userinfo, a path, junk)."""
+    found = _HOST.fullmatch(header.strip())
+    if found is None:
+        return ""
+    return found.group("ip6") or found.group("name")
 
 
 def refusal(headers: Mapping[str, str], bound_host: str) -> tuple[int, str] | None:

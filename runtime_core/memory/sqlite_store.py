@@ -21,6 +21,7 @@ from typing import Any
 import aiosqlite
 
 from runtime_core import aio_sqlite
+from runtime_core.journal.sqlite.lock import make_private
 from runtime_core.memory.provider import MemoryItem, MemoryUnavailable, query_terms, rank, terms
 
 SCHEMA_VERSION = 1
@@ -90,6 +91,7 @@ class SQLiteMemory:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private(self.path, "long-term memory")  # 0600, as the journal: what it holds
             conn = await aio_sqlite.connect(self.path, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise MemoryUnavailable(f"long-term memory {self.path} cannot be created: {exc}; "

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from runtime_core.agent.factory import build_model, build_tools
+from runtime_core.agent.factory import build_model, build_tools_within
 from runtime_core.agent.mcp.config import check_server
 from runtime_core.agent.mcp.tools import McpToolbox
 from runtime_core.agent.model import Model
@@ -74,7 +74,8 @@ class Assembly:
         with config_field("model"):
             model = self.model_override or build_model(core.config.model,
                                                        base_dir=core.base_dir)
-        tools: dict[str, AgentTool] = dict(build_tools(core.config.tools, self.python_tools))
+        tools: dict[str, AgentTool] = dict(await build_tools_within(core.config.tools,
+                                                                    self.python_tools))
         for part in core.parts:
             tools.update(part.tools(set(tools)))
         for meta in self.extra_tools.meta_tools():

@@ -32,3 +32,33 @@ async def run_promptui_async(*args: str, cwd: Path) -> tuple[int, str, str]:
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+def finish_promptui(args: list[str], cwd: Path, *, hang: float = 60.0,
+                    env: dict[str, str] | None = None
+                    ) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``promptui ARGS`` in ``cwd`` (this checkout first on the path, no server named by the
+    environment, ``env`` added) to its end: its output and how long it took. Still running
+    after ``hang`` seconds is a hang: the test fails and the process is killed."""
+    import time
+
+    import pytest
+
+    root = Path(__file__).resolve().parents[2]
+    full = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
+    full.pop("PROMPTUI_TOKEN", None)
+    full.pop("PROMPTUI_URL", None)
+    started = time.monotonic()
+    child = subprocess.Popen([*promptui_command(), *args], cwd=cwd, env=full, text=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    try:
+        out, err = child.communicate(timeout=hang)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"promptui {' '.join(args)} still running after {hang:g}s (it hangs)")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    return (subprocess.CompletedProcess(child.args, child.returncode, out, err),
+            time.monotonic() - started)

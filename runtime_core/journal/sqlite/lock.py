@@ -10,6 +10,13 @@ next one gets, and removes the file when it closes (a dead holder leaves it behi
 start takes it over). Readers (``promptui logs``, ``status``, ``journal verify``) open SQLite
 read-only and never take the lock.
 
+The files are private to their user: the journal holds payloads (and prompts at level
+``full``), so it is created 0600 before SQLite opens it (its -wal and -shm take its mode), and
+an older one left readable by others is tightened when a writer opens it (said in the log). The
+lock file is opened without following a symbolic link, and a folder that other users can write
+(group or other, without the sticky bit of /tmp) is refused, as ssh refuses a loose key: in it
+another user could swap the journal's files or plant links.
+
 flock belongs to an open file, not to a process: a second journal object on the same file in
 the same OS process is refused too. One object per file is the rule (AgentRuntime gives the
 processes that share a file one journal), since each object counts seqs on its own.
@@ -18,10 +25,13 @@ processes that share a file one journal), since each object counts seqs on its o
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
+import logging
 import os
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +40,15 @@ from runtime_core.journal.provider import JournalError
 
 LOCK_SUFFIX = ".lock"
 ELSEWHERE = "or use another --journal"
+#: The journal's files: read and written by their user only.
+PRIVATE_MODE = 0o600
+#: A journal's folder made by a start: its user's only.
+FOLDER_MODE = 0o700
+#: Another user who can write the folder can replace the journal's files in it.
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+_SIDE_FILES = ("-wal", "-shm")
+
+log = logging.getLogger(__name__)
 
 
 class JournalPathError(JournalError):
@@ -101,7 +120,7 @@ def check_path(path: Path) -> None:
                                f"path, {ELSEWHERE}")
     folder = path.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()),
                        folder)
@@ -112,6 +131,52 @@ def check_path(path: Path) -> None:
         raise JournalPathError(f"cannot make the folder {folder} for journal {path}: "
                                f"{exc.strerror}; create it (writable by this user), "
                                f"{ELSEWHERE}") from None
+    check_folder(folder, path)
+
+
+def check_folder(folder: Path, path: Path) -> None:
+    """JournalPathError unless only its owner can write ``folder`` (or it is sticky, as /tmp:
+    there nobody can remove or rename another user's files)."""
+    try:
+        mode = os.stat(folder).st_mode
+    except OSError as exc:
+        raise JournalPathError(f"cannot read the folder {folder} of journal {path}: "
+                               f"{exc.strerror}; {ELSEWHERE}") from None
+    if mode & _OTHERS_WRITE and not mode & stat.S_ISVTX:
+        who = "every user" if mode & stat.S_IWOTH else "its group"
+        raise JournalPathError(
+            f"the folder {folder} of journal {path} is writable by {who} (mode "
+            f"{stat.S_IMODE(mode):04o}): another user could replace the journal's files; "
+            f"run 'chmod go-w {folder}', {ELSEWHERE}")
+
+
+def make_private(path: Path, what: str = "journal") -> None:
+    """Create the SQLite file at ``path`` 0600 before SQLite opens it (SQLite gives its -wal and
+    -shm the same mode), or tighten an existing one (and those) that this user owns and others
+    can read, saying so in the log. Raises the OSError of a file that cannot be created."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_MODE)
+    except FileExistsError:
+        _tighten(path, what)
+        return
+    os.close(fd)
+
+
+def _tighten(path: Path, what: str) -> None:
+    """Made private: an existing file of ours (from a promptui before 0600) that others read."""
+    loose: list[str] = []
+    for file in (path, *(path.with_name(path.name + side) for side in _SIDE_FILES)):
+        try:
+            info = os.stat(file)
+            if info.st_uid != os.geteuid() or not stat.S_IMODE(info.st_mode) & 0o077:
+                continue
+            os.chmod(file, stat.S_IMODE(info.st_mode) & 0o700)
+        except OSError:
+            continue  # missing (no -wal yet) or not ours to change: nothing to tighten
+        loose.append(f"{file.name} (was {stat.S_IMODE(info.st_mode):04o})")
+    if loose:
+        log.warning("%s %s was readable by other users: made private (mode 0600): %s", what,
+                    path, ", ".join(loose))
 
 
 class JournalLock:
@@ -161,12 +226,29 @@ class JournalLock:
             os.close(fd)  # closing the file drops the flock
 
     def _open(self) -> int:
+        # O_NOFOLLOW: a link planted at the lock path would have its target overwritten with
+        # our pid. O_NONBLOCK: a FIFO planted there must not hang the start (refused below).
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            return os.open(self.file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.file, flags, PRIVATE_MODE)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise JournalPathError(
+                    f"the lock file {self.file} of journal {self.path} is a symbolic link "
+                    f"(to {_link_target(self.file)}); it was not followed: remove the link "
+                    f"('rm {self.file}') and check who made it, {ELSEWHERE}") from None
             raise JournalPathError(
                 f"cannot write in the folder {self.file.parent} of journal {self.path}: "
                 f"{exc.strerror}; make it writable by this user, {ELSEWHERE}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise JournalPathError(f"the lock file {self.file} of journal {self.path} is not "
+                                   f"a regular file; remove it, {ELSEWHERE}")
+        if stat.S_IMODE(info.st_mode) & 0o077:  # left by a holder before 0600
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, PRIVATE_MODE)
+        return fd
 
     def _still_there(self, fd: int) -> bool:
         """Whether the locked file is still the one at the lock path: a holder removes the
@@ -177,3 +259,10 @@ class JournalLock:
             return False
         mine = os.fstat(fd)
         return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _link_target(link: Path) -> str:
+    try:
+        return os.readlink(link)
+    except OSError:  # removed meanwhile
+        return "?"

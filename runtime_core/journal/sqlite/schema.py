@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from runtime_core import aio_sqlite
 from runtime_core.journal.provider import JournalError
-from runtime_core.journal.sqlite.lock import ELSEWHERE
+from runtime_core.journal.sqlite.lock import ELSEWHERE, make_private
 from runtime_core.journal.sqlite.vacuum import (
     SWITCH_AT_OPEN_BYTES,
     set_incremental,
@@ -142,10 +142,11 @@ def migrate(conn: sqlite3.Connection) -> None:
 
 def connect_writer(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     """The writing connection to the journal at ``path``: WAL, synchronous=FULL, the schema
-    migrated. Opened on any thread, then used only by the writer thread. A failure names the
-    path and what to check."""
+    migrated, the file private to this user (``make_private``). Opened on any thread, then used
+    only by the writer thread. A failure names the path and what to check."""
     conn: sqlite3.Connection | None = None
     try:
+        make_private(path)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         set_incremental(conn)  # a new file: before its first table (and WAL) or never
@@ -154,7 +155,7 @@ def connect_writer(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         migrate(conn)
         switch_to_incremental(conn, path, limit=SWITCH_AT_OPEN_BYTES)
         return conn
-    except sqlite3.Error as exc:  # e.g. a read-only file: SQLite opens it, the first write fails
+    except (sqlite3.Error, OSError) as exc:  # e.g. a read-only file or folder
         if conn is not None:
             conn.close()
         raise _cannot_write(path, exc) from exc

@@ -5,9 +5,10 @@ with the first trigger on that address and stops with the last. Port 0 gives a t
 ephemeral server of its own. A *standby* trigger (a cluster node's stand-in for a process
 another node runs) serves its path only while no trigger of its own serves it: a process
 starting here takes the path over and gives it back when it stops, the port never closing in
-between. ``GET /health`` on any server lists the paths it serves, and answers 503 (with each
-refusing path's process state and reason) while a process behind it is failed, stopping or
-cannot journal, so a load balancer stops sending; ``GET /health?path=/x`` asks about one path.
+between. ``GET /health`` on any server answers ``{"status": "ok"}``, or 503
+``{"status": "unavailable"}`` while a process behind it is failed, stopping or cannot journal,
+so a load balancer stops sending; ``GET /health?path=/x`` asks about one path. It needs no
+token, so it says nothing more: no path, process or reason.
 
 A path a process of this runtime will serve (expected.py) but that no trigger serves at the
 moment (its process not started yet, stopping, stopped, restarting, while the server listens for
@@ -37,7 +38,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from runtime_core.http.guard import ConnectionGuard
+from runtime_core.http.guard import ConnectionGuard, mark_authenticated
 from runtime_core.http.limits import WEBHOOK
 from runtime_core.http.origin import refusal
 from runtime_core.triggers.config import HEALTH_PATH
@@ -128,6 +129,7 @@ class SharedServer:
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None
+        self._guard: ConnectionGuard | None = None
         self.app = Starlette(routes=[Route("/{path:path}", _Endpoint(self._dispatch))])
 
     def __repr__(self) -> str:
@@ -151,7 +153,10 @@ class SharedServer:
             if expected(self.host, self.port, path):  # its process is starting or stopping
                 return unavailable_response(NOT_SERVING_NOW)
             return error_response(404, "no webhook is served at this path")
-        return await trigger.handle(request)
+        response = await trigger.handle(request)
+        if response.status_code < 400:  # taken (signature, sources checked): a known sender
+            mark_authenticated(request.scope)
+        return response
 
     def route(self, path: str) -> WebhookRoute | None:
         """The trigger serving ``path`` now: its own, else its standby."""
@@ -162,21 +167,18 @@ class SharedServer:
         return bool(self.routes or self.standby)
 
     def _health(self, request: Request) -> Response:
+        """``{"status": "ok"}`` or 503 ``{"status": "unavailable"}``, nothing more: it needs no
+        token, so it names no path, process or reason (the control API shows those)."""
         asked = request.query_params.get("path")
         served = {**self.standby, **self.routes}
         if asked is not None and asked not in served:
             if expected(self.host, self.port, asked):
-                return JSONResponse({"status": "unavailable", "paths": [asked], "unavailable": {
-                    asked: {"state": "not serving", "reason": NOT_SERVING_NOW}}}, 503,
-                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-            return error_response(404, f"no webhook is served at {asked!r}")
+                return _unhealthy()
+            return error_response(404, "no webhook is served at this path")
         paths = [asked] if asked is not None else sorted(served)
-        refusing = {path: why for path in paths
-                    if (why := served[path].unavailable()) is not None}
-        if not refusing:
-            return JSONResponse({"status": "ok", "paths": paths})
-        return JSONResponse({"status": "unavailable", "paths": paths, "unavailable": refusing},
-                            503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        if any(served[path].unavailable() is not None for path in paths):
+            return _unhealthy()
+        return JSONResponse({"status": "ok"})
 
     def add(self, trigger: WebhookRoute, *, standby: bool = False) -> None:
         routes = self.standby if standby else self.routes
@@ -208,6 +210,7 @@ class SharedServer:
             "status": "unavailable", "message": "the server holds the most open connections "
             "it allows; try again shortly"}).encode())
         sock = await _listen_socket(self.host, self.port, guard)
+        self._guard = guard
         config = uvicorn.Config(
             # log_level None and log_config None: uvicorn's loggers are shared with the host
             # (promptui serve logs through them), so their levels are the host's to set.
@@ -216,6 +219,8 @@ class SharedServer:
             access_log=False, server_header=False, ws="none",
             timeout_graceful_shutdown=_GRACEFUL_STOP_SECONDS,
             http=guard.protocol(), timeout_keep_alive=guard.limits.keep_alive_timeout,
+            # X-Forwarded-For decides allowed_sources: trusted only from named proxies
+            **guard.limits.proxy_options(),
         )
         server = _EmbeddedServer(config)
         logging.getLogger("uvicorn.error").addFilter(_QUIET)  # once: addFilter keeps one
@@ -233,6 +238,7 @@ class SharedServer:
             task.cancel()
             await asyncio.wait([task])
             sock.close()
+            guard.release()
             cause = None if task.cancelled() else task.exception()
             raise RuntimeError(
                 f"webhook server on {self.host}:{self.port} did not start"
@@ -264,10 +270,17 @@ class SharedServer:
                 await asyncio.wait([task])
         if self._socket is not None:
             self._socket.close()
+        if self._guard is not None:
+            self._guard.release()  # the other webhook servers share its room again
         started = self.bound_port is not None  # a failed start was reported by start()
         if started and task is not None and not task.cancelled() and task.exception():
             log.error("webhook server %s:%s failed while stopping", self.host, self.bound_port,
                       exc_info=task.exception())
+
+
+def _unhealthy() -> Response:
+    return JSONResponse({"status": "unavailable"}, 503,
+                        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 #: Shared servers by configured address (ephemeral port-0 servers are not listed: not shared).
@@ -289,6 +302,7 @@ async def _listen_socket(host: str, port: int, guard: ConnectionGuard) -> socket
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
+        guard.release()
         raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     return sock
 
