@@ -303,18 +303,21 @@ async def test_puller_survives_a_postgres_crash(pg_server: PgServer, pg_dsn: str
         for n in range(10):
             await inbox.put("p", event(n))
         await wait_for(lambda: len(sink.ids) == 10, 10, "the first ten")
+
+        async def drained() -> bool:  # the claim's delete commits after the sink saw its events
+            return await inbox.pending() == 0
+        # A crash before that delete commits hands the ten over again (at least once: the
+        # owner's journal takes a repeat as a duplicate), which this count is not about.
+        await wait_for(drained, 10, "the first ten's delete", interval=0.02)
         await asyncio.to_thread(pg_server.stop, "immediate")
         await asyncio.to_thread(pg_server.start)
         for n in range(10, 40):
             assert await put_retrying(inbox, "p", event(n)) == "accepted"
-        await wait_for(lambda: len(sink.ids) == 40, 30, "everything put after the restart")
+        await wait_for(lambda: len(sink.ids) >= 40, 30, "everything put after the restart")
         assert sorted(sink.ids) == sorted(f"e{n}" for n in range(40))  # each exactly once
         assert puller.listener is not None
         await wait_for(lambda: puller.listener is not None and puller.listener.connects >= 2,
                        10, "the listener reconnected")
-
-        async def drained() -> bool:  # the claim's delete commits after the sink saw its events
-            return await inbox.pending() == 0
         await wait_for(drained, 10, "the inbox drained", interval=0.02)
         assert sorted(sink.ids) == sorted(f"e{n}" for n in range(40))  # still each exactly once
     finally:

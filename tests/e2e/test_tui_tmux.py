@@ -261,7 +261,10 @@ def test_q_keeps_the_queue_in_the_journal_and_says_how_many(tmp_path: Path, tmux
                      str(promptui), "ui", "--journal", str(journal)])
     # The pane stays open after the room exits, to read its closing line.
     tmux.start(tmp_path, f"{ui}; echo $? > {shlex.quote(str(exit_file))}; sleep 60")
-    tmux.expect("the process table", lambda s: "│ looper " in s, cap=25)
+    # looper's health monitor suspends it at its first run; its interval trigger then queues
+    # an event every 6 s that nothing runs (a pending row of a running process may be its run)
+    tmux.expect("looper suspended", lambda s: any(
+        line.startswith("│ looper ") and "suspend" in line for line in s.splitlines()), cap=30)
     queued = "SELECT count(*) FROM pending WHERE process = 'looper'"
     until = time.monotonic() + 30
     while ((journal_rows(journal, queued) or [(0,)])[0][0] or 0) == 0:  # type: ignore[operator]
