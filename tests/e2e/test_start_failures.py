@@ -5,43 +5,25 @@ the runtime's close, and the journal's threads kept the interpreter alive."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli import promptui_command
+from tests.helpers.cli import finish_promptui
 from tests.helpers.start_failures import CASES, manifest, write_case
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 HANG = 60.0  # what a hang is; a failed start must end long before it
 FEW_SECONDS = 15.0
 
 
 def run_cli(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("PROMPTUI_TOKEN", None)
-    started = time.monotonic()
-    child = subprocess.Popen([*promptui_command(), *args], cwd=cwd, env=env, text=True,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-    try:
-        out, err = child.communicate(timeout=HANG)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"promptui {' '.join(args)} still running after {HANG}s (it hangs)")
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.communicate()
-    return (subprocess.CompletedProcess(child.args, child.returncode, out, err),
-            time.monotonic() - started)
+    return finish_promptui(args, cwd, hang=HANG)
 
 
 COMMANDS: dict[str, Callable[[Path], list[str]]] = {

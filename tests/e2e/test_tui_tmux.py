@@ -101,33 +101,44 @@ def dead_count(screen: str, process: str) -> int | None:
     return int(cell) if cell.isdigit() else None
 
 
-def redeliveries(journal: Path, process: str) -> list[dict[str, object]]:
-    """``redelivered`` entries of ``process``, read-only (the app may still be writing)."""
+def journal_rows(journal: Path, sql: str) -> list[tuple[object, ...]] | None:
+    """Rows of a read-only query, or None while the file or its tables are not there yet."""
     if not journal.exists():
-        return []
+        return None
     try:
         conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=2)
     except sqlite3.Error:
-        return []
+        return None
     try:
-        rows = conn.execute("SELECT data FROM entries WHERE process = ? AND entry_type = ?",
-                            (process, "redelivered")).fetchall()
+        return [tuple(row) for row in conn.execute(sql).fetchall()]
     except sqlite3.Error:  # not created yet, or busy: poll again
-        return []
+        return None
     finally:
         conn.close()
-    return [json.loads(data) for (data,) in rows]
+
+
+def redeliveries(journal: Path, process: str) -> list[dict[str, object]]:
+    """``redelivered`` entries of ``process``, read-only (the app may still be writing)."""
+    rows = journal_rows(journal, "SELECT data FROM entries WHERE process = "
+                                 f"'{process}' AND entry_type = 'redelivered'")
+    return [json.loads(str(data)) for (data,) in rows or []]
+
+
+def demo_room(folder: Path, journal: Path) -> str:
+    """The shell command that opens the real control room on the demo, on ``journal``, with
+    its files, webhook port and settings private to ``folder``."""
+    env = {"PROMPTUI_DEMO_DIR": str(folder / "demo"),
+           "PROMPTUI_DEMO_WEBHOOK_PORT": str(free_port()),
+           "XDG_CONFIG_HOME": str(folder / "cfg"), "TERM": "xterm-256color"}
+    return shlex.join(["env", *(f"{k}={v}" for k, v in env.items()),
+                       str(Path(sys.executable).parent / "promptui"), "ui", "--journal",
+                       str(journal)])
 
 
 def test_redeliver_dead_letters_from_the_detail_screen(tmp_path: Path, tmux: Tmux) -> None:
-    promptui = Path(sys.executable).parent / "promptui"
     journal = tmp_path / "j.db"
     exit_file = tmp_path / "exit-code"
-    env = {"PROMPTUI_DEMO_DIR": str(tmp_path / "demo"),
-           "PROMPTUI_DEMO_WEBHOOK_PORT": str(free_port()),
-           "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color"}
-    ui = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()),
-                     str(promptui), "ui", "--journal", str(journal)])
+    ui = demo_room(tmp_path, journal)
     # The exit code lands in a file: the pane closes with the command.
     tmux.start(tmp_path, f"{ui}; echo $? > {shlex.quote(str(exit_file))}")
 
@@ -200,13 +211,7 @@ def activity_is_live(screen: str, within: int = 6) -> bool:
 
 def test_the_activity_feed_stays_live_through_screens_filter_and_resize(
         tmp_path: Path, tmux: Tmux) -> None:
-    promptui = Path(sys.executable).parent / "promptui"
-    env = {"PROMPTUI_DEMO_DIR": str(tmp_path / "demo"),
-           "PROMPTUI_DEMO_WEBHOOK_PORT": str(free_port()),
-           "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color"}
-    ui = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()),
-                     str(promptui), "ui", "--journal", str(tmp_path / "j.db")])
-    tmux.start(tmp_path, ui)
+    tmux.start(tmp_path, demo_room(tmp_path, tmp_path / "j.db"))
     tmux.started = time.monotonic() - DEADLINE + 90  # this test walks through more steps
     tmux.expect("the dashboard with live activity", activity_is_live, cap=25)
     tmux.keys("Enter")
@@ -229,36 +234,15 @@ def test_the_activity_feed_stays_live_through_screens_filter_and_resize(
     tmux.keys("q")
 
 
-def journal_rows(journal: Path, sql: str) -> list[tuple[object, ...]] | None:
-    """Rows of a read-only query, or None while the file or its tables are not there yet."""
-    if not journal.exists():
-        return None
-    try:
-        conn = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=2)
-    except sqlite3.Error:
-        return None
-    try:
-        return [tuple(row) for row in conn.execute(sql).fetchall()]
-    except sqlite3.Error:  # not created yet, or busy: poll again
-        return None
-    finally:
-        conn.close()
-
-
 KEPT = re.compile(r"Stopped cleanly\. (\d+) queued event\(s\) kept in the journal")
 
 
 def test_q_keeps_the_queue_in_the_journal_and_says_how_many(tmp_path: Path, tmux: Tmux) -> None:
     """``q`` on the demo once looper has a queue: the closing line's count is what the journal
     keeps queued for the next start, and nothing is dead-lettered "process stopped"."""
-    promptui = Path(sys.executable).parent / "promptui"
     journal = tmp_path / "j.db"
     exit_file = tmp_path / "exit-code"
-    env = {"PROMPTUI_DEMO_DIR": str(tmp_path / "demo"),
-           "PROMPTUI_DEMO_WEBHOOK_PORT": str(free_port()),
-           "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color"}
-    ui = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()),
-                     str(promptui), "ui", "--journal", str(journal)])
+    ui = demo_room(tmp_path, journal)
     # The pane stays open after the room exits, to read its closing line.
     tmux.start(tmp_path, f"{ui}; echo $? > {shlex.quote(str(exit_file))}; sleep 60")
     # looper's health monitor suspends it at its first run; its interval trigger then queues

@@ -16,6 +16,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_core.agent.model import ModelRequest, ModelTurn
+
 
 # -- OpenAI-compatible ---------------------------------------------------------------------------
 @dataclass
@@ -222,3 +224,16 @@ async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
         server.close()
         for writer in fake.writers:  # keep-alive clients must not hold the teardown
             writer.transport.abort()
+
+
+class CountingModel:
+    """A model that answers "done" and counts how often it was asked."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelTurn:
+        self.calls += 1
+        return ModelTurn(reply="done")

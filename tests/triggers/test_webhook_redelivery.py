@@ -11,25 +11,14 @@ from typing import Any
 import httpx
 
 from runtime_core import AgentProcess, ProcessConfig
-from runtime_core.agent.model import ModelRequest, ModelTurn
 from runtime_core.journal import EntryType, ReadFilter, SQLiteJournal
+from tests.helpers.models import CountingModel
 from tests.helpers.polling import wait_for
 from tests.helpers.webhooks import github, standard
 
 SECRET = "gh-secret"
 STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 BODY = json.dumps({"action": "opened", "pull_request": {"number": 42}}).encode()
-
-
-class CountingModel:
-    name = "counting"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def complete(self, request: ModelRequest) -> ModelTurn:
-        self.calls += 1
-        return ModelTurn(reply="done")
 
 
 TRIGGERS: list[dict[str, Any]] = [

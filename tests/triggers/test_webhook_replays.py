@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from runtime_core import AgentProcess, ProcessConfig
-from runtime_core.agent.model import ModelRequest, ModelTurn
 from runtime_core.config import TriggerConfig
 from runtime_core.journal import EntryType, ReadFilter, SQLiteJournal
 from runtime_core.journal.provider import DELIVERY_KEEP_SECONDS
 from runtime_core.triggers.signing import MAX_SIGNATURE_TOLERANCE
+from tests.helpers.models import CountingModel
 from tests.helpers.polling import wait_for
 from tests.helpers.webhooks import FakeAccept, now, serving, signed, slack, stripe
 
@@ -33,17 +33,6 @@ SLACK_EVENT = json.dumps({"type": "event_callback", "event_id": "Ev08MFMKH6",
 SLASH = urllib.parse.urlencode({"command": "/deploy", "text": "prod",
                                 "user_id": "U1"}).encode()
 FORM = "application/x-www-form-urlencoded"
-
-
-class CountingModel:
-    name = "counting"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def complete(self, request: ModelRequest) -> ModelTurn:
-        self.calls += 1
-        return ModelTurn(reply="done")
 
 
 def make(model: CountingModel, journal: SQLiteJournal) -> AgentProcess:

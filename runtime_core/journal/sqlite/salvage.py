@@ -27,7 +27,7 @@ from runtime_core.journal.sqlite.check import LOST
 from runtime_core.journal.sqlite.marks import TABLE as RETAINED
 from runtime_core.journal.sqlite.rescue import Rescued, rescue
 from runtime_core.journal.sqlite.salvage_plan import ProcessPlan, Wait, plan
-from runtime_core.journal.sqlite.schema import checksum, connect_writer
+from runtime_core.journal.sqlite.schema import checksum, connect_writer, free_name
 
 #: The entry that closes a salvage (a seq whose entry was lost holds a ``LOST`` one).
 SALVAGED = EntryType.SALVAGED
@@ -79,13 +79,7 @@ def process_summary(p: ProcessPlan) -> dict[str, Any]:
 
 def default_output(path: Path) -> Path:
     """``PATH.salvaged-<time>.db`` beside the damaged file (a free name)."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    target = path.with_name(f"{path.name}.salvaged-{stamp}.db")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.salvaged-{stamp}-{n}.db")
-    return target
+    return free_name(path, "salvaged", ".db")
 
 
 def salvage(path: Path, output: Path | None = None) -> SalvageReport:

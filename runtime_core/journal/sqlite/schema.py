@@ -241,14 +241,20 @@ def check_readable(path: Path) -> str | None:
     return None
 
 
-def move_aside(path: Path) -> Path:
-    """Rename a damaged journal (and its -wal/-shm files) out of the way; never delete it."""
+def free_name(path: Path, tag: str, suffix: str = "") -> Path:
+    """``PATH.<tag>-<time><suffix>`` beside ``path``, numbered when that name is taken."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    target = path.with_name(f"{path.name}.{tag}-{stamp}{suffix}")
     n = 1
     while target.exists():
         n += 1
-        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+        target = path.with_name(f"{path.name}.{tag}-{stamp}-{n}{suffix}")
+    return target
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged journal (and its -wal/-shm files) out of the way; never delete it."""
+    target = free_name(path, "damaged")
     path.rename(target)
     for suffix in ("-wal", "-shm"):
         side = path.with_name(path.name + suffix)
