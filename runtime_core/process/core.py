@@ -210,6 +210,7 @@ class ProcessCore:
     started_at: float | None = None
     last_activity: float = 0.0
     refusing_all: bool = False  # shutting down for a service restart
+    keeping_queue: bool = False  # a host's stop under way: what a pull trigger fires is kept
     drain_deadline: float | None = None  # a draining stop's deadline (clock.monotonic)
     stop_requested: bool = False
     inflight: dict[str, Run] = field(default_factory=dict)

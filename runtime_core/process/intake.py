@@ -61,13 +61,18 @@ class Intake:
         return True
 
     async def accept_pulled(self, event: TriggerEvent) -> None:
-        """A pulling trigger's event: it waits for room, so nothing it produced is dropped."""
+        """A pulling trigger's event: it waits for room, so nothing it produced is dropped.
+        While a host's stop drains (keep_queue) it is kept like the queue, not dead-lettered:
+        journaled and queued behind the closed gate, it runs at the next start."""
         core = self.core
         refusal = core.refusal()
-        if refusal is not None:
+        kept = refusal == DeadLetterReason.PROCESS_STOPPED and core.keeping_queue \
+            and core.delivery.try_reserve()
+        if refusal is not None and not kept:
             core.delivery.dead_letter(event, refusal, core.refusal_detail(), 0)
             return
-        await core.delivery.reserve()
+        if not kept:
+            await core.delivery.reserve()
         if not await self._journal_reserved(event):
             return  # an occurrence of an open incident: recorded, no run
         await self._queue_reserved(event)

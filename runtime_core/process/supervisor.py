@@ -131,6 +131,7 @@ class Supervisor:
             if self._already_down():
                 return
             self._stopping = True
+            core.keeping_queue = keep_queue
             try:
                 await self.journal.reopen_owned()  # closed by a failed start
                 await core.hooks.dispatch(HookEvent.SESSION_END, {"state": core.state.value})
@@ -159,6 +160,7 @@ class Supervisor:
                     part.stopped()
             finally:
                 self._stopping = False
+                core.keeping_queue = False
                 self._drain_cut.clear()
                 # Last, and whatever happened: the process's own journal closes with its stop,
                 # so a program that stops its processes exits; start() opens it again.

@@ -263,3 +263,31 @@ async def test_stop_from_code_keeps_the_spec_semantics(tmp_path: Path) -> None:
         assert calls == ["hold"]
     finally:
         await runtime.close()
+
+
+async def test_a_pull_triggers_events_during_a_kept_stops_drain_are_kept(tmp_path: Path) -> None:
+    """An interval trigger fires while a host's stop lets a run finish: those events are kept
+    with the queue (journaled, run at the next start), never dead-lettered "process stopped"."""
+    fresh()
+    runtime = AgentRuntime()
+    journal = {"level": "checkpoint", "backend": "sqlite", "path": str(tmp_path / "j.db")}
+    runtime.add_process("worker", ProcessConfig(
+        model={"turns": [{"tool_calls": [{"name": "lookup", "args": {"key": "hold"}}]},
+                         {"reply": "done"}]},
+        triggers=[{"type": "interval", "seconds": 0.05}], journal=journal),
+        tools=[tool(lookup, effect="read")])
+    process = runtime.get_process("worker")
+    await runtime.start_all()
+    try:
+        await wait_for(lambda: calls, what="a run in flight")
+        stopping = asyncio.ensure_future(process.stop(30, keep_queue=True))
+        await wait_for(lambda: process.status_snapshot().draining, what="the drain")
+        before = process.status_snapshot().queue_size
+        await wait_for(lambda: process.status_snapshot().queue_size > before
+                       or process.status()["dead_letter_count"], what="a tick during the drain")
+        gates[-1].set()
+        await stopping
+        assert process.status()["dead_letter_count"] == 0
+        assert process.status_snapshot().queue_size > before
+    finally:
+        await runtime.close()
