@@ -288,10 +288,12 @@ async def test_puller_polls_when_notifications_are_lost(
         await puller.stop()
         await puller.inbox.close()
     assert inbox_tasks() == []
-    async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
-        cur = await conn.execute("SELECT count(*) FROM pg_stat_activity "
-                                 "WHERE application_name = 'promptui-inbox lost'")
-        assert (await cur.fetchone()) == (0,)  # stop closed its listen connection
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        async def closed() -> bool:  # stop closed its listen connection (the view lags a bit)
+            cur = await conn.execute("SELECT count(*) FROM pg_stat_activity "
+                                     "WHERE application_name = 'promptui-inbox lost'")
+            return (await cur.fetchone()) == (0,)
+        await wait_for(closed, 10, "the listen connection closed", interval=0.05)
 
 
 async def test_puller_survives_a_postgres_crash(pg_server: PgServer, pg_dsn: str,
