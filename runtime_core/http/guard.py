@@ -30,6 +30,10 @@ __all__ = ["AUTHENTICATED", "ConnectionGuard", "GuardedListener", "LimitedH11Pro
 AUTHENTICATED = "promptui.authenticated"
 _SERVER_NUMBERS = itertools.count(1)
 
+# Connections admitted per listener per loop turn: asyncio would take a whole backlog at once,
+# and a flood's newcomers would push an honest one out (as the oldest unauthenticated) before
+# its first bytes were read. A few a turn, and each newcomer is read before it can be evicted.
+ADMIT_PER_TURN = 4
 SILENT_GRACE = 0.5  # seconds a connection that sent nothing yet is spared eviction
 _REFUSALS_PER_ACCEPT = 64  # then asyncio gets the loop back; it calls again while more wait
 LINGER_SECONDS = 1.0
@@ -145,19 +149,28 @@ class GuardedListener(socket.socket):
     def __init__(self, family: int, kind: int, proto: int, *, guard: ConnectionGuard) -> None:
         super().__init__(family, kind, proto)
         self.guard = guard
+        self._admitted_this_turn = 0
 
     def accept(self) -> tuple[socket.socket, Any]:
         guard = self.guard
         loop = asyncio.get_running_loop()  # asyncio calls this from its loop
+        if self._admitted_this_turn >= ADMIT_PER_TURN:
+            raise BlockingIOError  # the rest next turn, after the admitted ones were read
         for _ in range(_REFUSALS_PER_ACCEPT):
             conn, address = super().accept()  # BlockingIOError: nothing waits; asyncio's cue
             # Full: the oldest unauthenticated connection makes room, if there is one.
             if guard.take(loop, conn.fileno()) or (
                     guard.evict_one() and guard.take(loop, conn.fileno())):
+                if self._admitted_this_turn == 0:
+                    loop.call_soon(self._next_turn)
+                self._admitted_this_turn += 1
                 return conn, address
             _REFUSALS.refuse(loop, conn, guard)
             _refused(guard)
         raise BlockingIOError  # more wait: asyncio comes back on the next loop iteration
+
+    def _next_turn(self) -> None:
+        self._admitted_this_turn = 0
 
 
 class _Refusals:
