@@ -230,6 +230,7 @@ class Supervisor:
             await self.close(drain_timeout)  # nothing outlives the program: nothing is kept
             return {"pending": 0, "dead_letters": core.delivery.dead_letter_total}
         core.refusing_all = True  # an inject from here on is refused, never half-accepted
+        core.keeping_queue = True  # what a pull trigger fires from here on is kept
         try:
             await self.stop(drain_timeout, keep_queue=True, shutdown=True)
             async with self.lock:  # a stop already under way (an operator's) ends first
@@ -238,6 +239,7 @@ class Supervisor:
             await self.close()
         finally:
             core.refusing_all = False
+            core.keeping_queue = False
         return counts
 
     async def _seal(self, kept: int) -> None:
