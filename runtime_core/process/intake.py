@@ -10,7 +10,9 @@ the room: control/inject.py) takes the push road: its client is told no and keep
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 
 from runtime_core import crashpoints
 from runtime_core.delivery.dead_letters import DeadLetterReason
@@ -60,19 +62,37 @@ class Intake:
         await self._queue_reserved(event)
         return True
 
-    async def accept_pulled(self, event: TriggerEvent) -> None:
+    async def accept_pulled(self, event: TriggerEvent, handed_over: Callable[[], None]) -> None:
         """A pulling trigger's event: it waits for room, so nothing it produced is dropped.
         While a host's stop drains (keep_queue) it is kept like the queue, not dead-lettered:
-        journaled and queued behind the closed gate, it runs at the next start."""
+        journaled and queued behind the closed gate, it runs at the next start.
+
+        A cancellation while it waits for room leaves the event with the caller; from
+        ``handed_over`` on, the event is ours: a stop's cancellation waits for its journal
+        write and its place in the queue (neither lost nor dead-lettered half-accepted)."""
         core = self.core
         refusal = core.refusal()
         kept = refusal == DeadLetterReason.PROCESS_STOPPED and core.keeping_queue \
             and core.delivery.try_reserve()
         if refusal is not None and not kept:
+            handed_over()
             core.delivery.dead_letter(event, refusal, core.refusal_detail(), 0)
             return
         if not kept:
             await core.delivery.reserve()
+        handed_over()
+        taking = asyncio.ensure_future(self._take_reserved(event))
+        try:
+            await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            try:
+                await taking  # the stop waits for this one write; then it goes on
+            except Exception as exc:  # the cancellation wins; the failure is not silent
+                log.error("process %s: event %s could not be journaled while stopping: %s",
+                          core.name, event.event_id, exc)
+            raise
+
+    async def _take_reserved(self, event: TriggerEvent) -> None:
         if not await self._journal_reserved(event):
             return  # an occurrence of an open incident: recorded, no run
         await self._queue_reserved(event)

@@ -21,7 +21,7 @@ protocol               needed by                      implemented by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -95,8 +95,10 @@ class EventInjector(Protocol):
 class EventIntake(Protocol):
     """The road in the triggers hand their events to."""
 
-    async def accept_pulled(self, event: TriggerEvent) -> None:
-        """A pulling trigger's event: waits for room in the queue."""
+    async def accept_pulled(self, event: TriggerEvent, handed_over: Callable[[], None]) -> None:
+        """A pulling trigger's event: waits for room in the queue (cancellable: the event is
+        still the caller's), then calls ``handed_over`` and makes it durable and queued, or
+        dead-letters it, finishing that even if cancelled meanwhile."""
         ...
 
     async def accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]:

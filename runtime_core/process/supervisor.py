@@ -333,7 +333,11 @@ class Supervisor:
             await asyncio.gather(heartbeat, return_exceptions=True)
         self._heartbeat_task = None
         self.triggers.cancel_reason = reason or DeadLetterReason.PROCESS_STOPPED
-        leftovers = await self.triggers.stop_all(keep_leftovers=True)
+        self.triggers.keep_in_hand = reason is None
+        try:
+            leftovers = await self.triggers.stop_all(keep_leftovers=True)
+        finally:
+            self.triggers.keep_in_hand = False
         await delivery.stop_workers(reason)
         if reason is None:
             delivery.keep_all()

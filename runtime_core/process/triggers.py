@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime_core.bus import EventBus, MessageBroker
@@ -31,6 +31,10 @@ class ActiveTrigger:
     filter: EventFilter | None
     listener: asyncio.Task[None] | None = None
     removal_reason: str | None = None
+    # the event its listener holds while it waits for room in the queue (not ours yet)
+    in_hand: TriggerEvent | None = None
+    # events a stop that keeps the queue took out of the listener's hands: kept, not lost
+    held: list[TriggerEvent] = field(default_factory=list)
 
 
 class TriggerSet:
@@ -64,6 +68,9 @@ class TriggerSet:
         self.dynamic: set[str] = set()  # added by the agent (open mode): dropped at stop
         self.filtered_count = 0
         self.cancel_reason = DeadLetterReason.PROCESS_STOPPED
+        # A stop that keeps the queue: an event a listener held is kept (a leftover), never
+        # dead-lettered cancel_reason.
+        self.keep_in_hand = False
 
     # -- starting and stopping -----------------------------------------------------------------
     async def start_all(self) -> None:
@@ -113,7 +120,8 @@ class TriggerSet:
         if active.listener is not None and active.listener is not asyncio.current_task():
             active.listener.cancel()
             await asyncio.gather(active.listener, return_exceptions=True)
-        leftovers: list[TriggerEvent] = []
+        leftovers: list[TriggerEvent] = list(active.held)
+        active.held.clear()
         if active.trigger is not None:
             try:
                 await active.trigger.stop()
@@ -199,12 +207,24 @@ class TriggerSet:
             errors = 0
             if not self._passes(active, event):
                 continue
+            active.in_hand = event
             try:
-                await self._accept_pulled(event)
+                await self._accept_pulled(event, lambda: self._handed_over(active))
             except asyncio.CancelledError:
-                # The event was in our hands: it is dead-lettered, not lost.
-                self._dead_letter(event, active.removal_reason or self.cancel_reason)
+                # Cancelled while it waited for room: the event is still ours to place. (Once
+                # handed over, the intake finishes journaling and queueing it first.)
+                if active.in_hand is not None:
+                    if self.keep_in_hand and active.removal_reason is None:
+                        active.held.append(event)  # kept with the queue by the stop
+                    else:
+                        self._dead_letter(event, active.removal_reason or self.cancel_reason)
                 raise
+            finally:
+                active.in_hand = None
+
+    @staticmethod
+    def _handed_over(active: ActiveTrigger) -> None:
+        active.in_hand = None
 
     # -- views -------------------------------------------------------------------------------------
     def status(self) -> tuple[TriggerStatus, ...]:

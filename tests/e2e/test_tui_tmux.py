@@ -271,6 +271,6 @@ def test_q_keeps_the_queue_in_the_journal_and_says_how_many(tmp_path: Path, tmux
                                  "(SELECT event_id FROM open_runs)")
     assert kept is not None and len(kept) == int(match.group(1)) > 0, (kept, match.group(0))
     assert any(process == "looper" for process, _ in kept), kept
-    stopped = journal_rows(journal, "SELECT event_id FROM dead_letters "
+    stopped = journal_rows(journal, "SELECT process, error, attempts, at, event FROM dead_letters "
                                     "WHERE reason = 'process stopped'")
     assert stopped == [], stopped

@@ -291,3 +291,45 @@ async def test_a_pull_triggers_events_during_a_kept_stops_drain_are_kept(tmp_pat
         assert process.status_snapshot().queue_size > before
     finally:
         await runtime.close()
+
+
+async def test_an_event_waiting_for_room_at_a_kept_stop_is_kept(tmp_path: Path) -> None:
+    """A message trigger's event waits for room in a full queue when a host's shutdown stops
+    the process: it is kept with the queue (journaled, run once at the next start), never
+    dead-lettered "process stopped" from the listener's hands."""
+    fresh()
+    journal = {"level": "checkpoint", "backend": "sqlite", "path": str(tmp_path / "j.db")}
+
+    def runtime_with_topic() -> AgentRuntime:
+        runtime = AgentRuntime()
+        runtime.add_process("worker", ProcessConfig(
+            model={"turns": [{"tool_calls": [{"name": "lookup",
+                                              "args": {"key": "$payload.content.key"}}]},
+                             {"reply": "done"}]},
+            triggers=[{"type": "message", "topic": "work"}], queue_size=1, journal=journal),
+            tools=[tool(lookup, effect="read")])
+        return runtime
+
+    runtime = runtime_with_topic()
+    process = runtime.get_process("worker")
+    await runtime.start_all()
+    try:
+        for key in ("hold-1", "second", "third"):  # one runs, one queued, one in hand
+            process.broker.publish("work", {"key": key})
+        await wait_for(lambda: calls == ["hold-1"] and process.status()["queue_size"] == 1,
+                       what="a run in flight and a full queue")
+        kept = await runtime.shutdown()
+        assert kept["worker"]["dead_letters"] == 0
+        assert process.dead_letters == []
+    finally:
+        await runtime.close()
+    gates[-1].set()
+    again = runtime_with_topic()
+    await again.start_all()
+    try:
+        await wait_for(lambda: len(succeeded(again)) == 3, what="the cut run and both kept")
+        assert calls == ["hold-1", "second", "third"]  # each once (the cut read is not redone)
+        assert again.get_process("worker").status()["recovered"]["requeued_events"] == 3
+        assert again.get_process("worker").dead_letters == []
+    finally:
+        await again.close()
