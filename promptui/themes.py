@@ -1,4 +1,5 @@
-"""Colour themes: the bundled ones in ``themes/`` plus the user's own TOML files."""
+"""Colour themes: the bundled ones (``promptui.bundled.themes_dir``) plus the user's own TOML
+files."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
+from promptui.bundled import missing_message, themes_dir
 from promptui.settings import display_path, user_themes_dir
 
-BUNDLED_THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
+#: The bundled themes' folder: in the installed package, or the checkout's themes/.
+BUNDLED_THEMES_DIR = themes_dir()
 DEFAULT_THEME = "promptui-dark"
 LOW_BANDWIDTH_THEME = "promptui-terminal"
 
@@ -101,7 +104,7 @@ def load_themes(user_dir: Path | None = None) -> tuple[list[Theme], list[str]]:
     if BUNDLED_THEMES_DIR.is_dir():
         _load_dir(BUNDLED_THEMES_DIR, themes, warnings, {})
     else:
-        warnings.append(f"bundled themes folder is missing: {BUNDLED_THEMES_DIR}")
+        warnings.append(missing_message("the bundled themes folder", BUNDLED_THEMES_DIR))
     if user_dir.is_dir():
         _load_dir(user_dir, themes, warnings, {})
     elif user_dir.exists():

@@ -15,6 +15,11 @@ BusHandler = Callable[[dict[str, Any]], None]
 
 
 class EventBus:
+    """The in-process event bus every process of one runtime shares: ``emit(event_type, data,
+    source=...)`` calls each subscriber of that type at once; an ``event`` trigger subscribes
+    to one type (and optionally one source). A handler that raises is logged and skipped;
+    nothing is kept for a subscriber that comes later."""
+
     def __init__(self) -> None:
         self._handlers: dict[str, list[BusHandler]] = {}
 

@@ -10,6 +10,10 @@ from typing import Protocol
 
 
 class Clock(Protocol):
+    """What the runtime reads time from, so backoff, idle, lifetime and budget days can be
+    tested without waiting: ``monotonic()`` for durations, ``time()`` for wall-clock
+    timestamps, ``sleep()`` to wait. SystemClock is the real one, FakeClock a test's."""
+
     def monotonic(self) -> float: ...
 
     def time(self) -> float: ...
@@ -18,6 +22,9 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """The real clock: ``time.monotonic``, ``time.time`` and ``asyncio.sleep`` (a negative
+    wait is no wait). The default of every process."""
+
     def monotonic(self) -> float:
         return time.monotonic()
 

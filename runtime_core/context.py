@@ -17,14 +17,23 @@ Message = dict[str, Any]
 
 
 class ContextConfig(StrictModel):
-    """``conversation_history``: each run resends up to ``conversation_max_messages`` earlier
-    messages to the model (0: none); false sends none, not even those a restart restored."""
+    """What a process keeps between runs: a key-value context state the agent reads and
+    writes, and the conversation. ``conversation_history``: each run resends up to
+    ``conversation_max_messages`` earlier messages to the model (0: none); false sends none,
+    not even those a restart restored."""
 
-    writable_keys: list[str] = Field(default_factory=list)
-    initial_state: dict[str, Any] = Field(default_factory=dict)
-    conversation_history: bool = True
-    conversation_max_messages: Annotated[int, Field(ge=0)] = 100
-    conversation_clear_on_stop: bool = False
+    writable_keys: list[str] = Field(default_factory=list, description=(
+        "The context keys the agent may write; empty: any key."))
+    initial_state: dict[str, Any] = Field(default_factory=dict, description=(
+        "The context state a new process starts with (a manifest's world:); keys recovered "
+        "from the journal replace these."))
+    conversation_history: bool = Field(default=True, description=(
+        "Resend earlier messages to the model in each run; false sends none, not even those "
+        "a restart restored."))
+    conversation_max_messages: Annotated[int, Field(ge=0, description=(
+        "The most earlier messages a run resends (0: none)."))] = 100
+    conversation_clear_on_stop: bool = Field(default=False, description=(
+        "Forget the conversation when the process stops."))
 
 
 

@@ -16,6 +16,11 @@ log = logging.getLogger(__name__)
 
 
 class ProcessState(str, enum.Enum):
+    """A process's lifecycle state: ``created`` (never started), ``starting``, ``running``,
+    ``suspended`` (events queue, nothing runs), ``stopping``, ``stopped`` and ``failed``
+    (after ``max_consecutive_failures``, or a start that raised). ProcessLifecycle holds the
+    allowed transitions; a forbidden one raises StateError."""
+
     CREATED = "created"
     STARTING = "starting"
     RUNNING = "running"

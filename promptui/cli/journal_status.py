@@ -41,9 +41,12 @@ def _journal_row(path: Path, name: str) -> dict[str, Any]:
 
 def print_journal_status(rows: list[dict[str, Any]], path: Path, as_json: bool,
                          out: Console) -> None:
+    from runtime_core.control.offline import holder
+
+    held = holder(path)  # a room or 'promptui run' on it: its pid, to stop or to kill
     if as_json:
         print(json.dumps({"runtime": None, "source": "journal", "journal": str(path),
-                          "processes": rows}, indent=2))
+                          "held_by": held, "processes": rows}, indent=2))
         return
     table = Table("process", "last state", "last entry", "at", "dead letters",
                   title=f"from the journal (no server running): {escape(str(path))}",
@@ -54,4 +57,7 @@ def print_journal_status(rows: list[dict[str, Any]], path: Path, as_json: bool,
                       date_time(row["last_entry_at"]) if row["last_entry_at"] else "-",
                       str(row["dead_letters"]))
     out.print(table)
+    if held is not None:
+        out.print(f"Open in a runtime now: {escape(held['text'])} (a control room or "
+                  "'promptui run').")
     out.print("Live state, queues and runs need a server: 'promptui serve', or --url.")

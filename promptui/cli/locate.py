@@ -12,14 +12,18 @@ def locate(
 ) -> None:
     """Print the path of the config file, the themes folders or the default journal."""
     # Plain echo, not Rich: paths must stay on one unwrapped line for use in scripts.
+    from promptui.bundled import missing_message, themes_dir
     from promptui.settings import config_path, default_journal_path, user_themes_dir
-    from promptui.themes import BUNDLED_THEMES_DIR  # Textual's theme type loads with it
 
     if target == "config":
         typer.echo(str(config_path()))
     elif target == "themes":
         typer.echo(str(user_themes_dir()))
-        typer.echo(f"bundled: {BUNDLED_THEMES_DIR}")
+        bundled = themes_dir()
+        typer.echo(f"bundled: {bundled}")
+        if not bundled.is_dir():
+            typer.echo(f"warning: {missing_message('the bundled themes folder', bundled)}",
+                       err=True)
     elif target == "journal":
         typer.echo(str(default_journal_path()))
     else:

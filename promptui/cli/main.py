@@ -24,7 +24,7 @@ from promptui.cli.serve import serve
 from promptui.cli.ui import attach, ui
 
 app = Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion and --show-completion
     no_args_is_help=False,
     help="promptui: a terminal control room for long-running AI agent processes.",
 )

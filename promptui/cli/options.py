@@ -22,6 +22,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from promptui.bundled import demo_manifests_dir, missing_message
+
 if TYPE_CHECKING:
     from runtime_core.control.remote import RemoteControl
     from runtime_core.manifest.loader import Manifest
@@ -41,7 +43,8 @@ TOKEN_ENV = "PROMPTUI_TOKEN"
 DISCOVERY_FILE = Path(".promptui") / "serve.json"
 DEFAULT_TOKEN_FILE = Path(".promptui") / "token"
 DEFAULT_JOURNAL = Path(".promptui/journal.db")
-BUNDLED_DEMO = Path(__file__).resolve().parent.parent.parent / "demo_manifests"
+#: The bundled demo's folder: in the installed package, or the checkout's demo_manifests/.
+BUNDLED_DEMO = demo_manifests_dir()
 
 URL_OPTION = typer.Option(None, "--url", help="A served runtime (promptui serve), e.g. "
                           "http://127.0.0.1:8765 (default: PROMPTUI_URL, or the server "
@@ -304,9 +307,11 @@ def load_or_exit(paths: list[Path] | None, *, journal: Path | None = None) -> Ag
     from runtime_core.control.offline import JournalError
     from runtime_core.manifest.loader import ManifestError
 
+    targets = list(paths) if paths else [BUNDLED_DEMO]
+    if BUNDLED_DEMO in targets and not BUNDLED_DEMO.is_dir():
+        raise fail(missing_message("the bundled demo", BUNDLED_DEMO))
     try:
-        runtime, warnings = load_runtime(list(paths) if paths else [BUNDLED_DEMO],
-                                         journal=journal)
+        runtime, warnings = load_runtime(targets, journal=journal)
     except ManifestError as exc:
         for problem in exc.problems:
             err.print(escape(str(problem)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeGuard
 
-from pydantic import BaseModel, GetCoreSchemaHandler, field_validator
+from pydantic import BaseModel, Field, GetCoreSchemaHandler, field_validator
 from pydantic_core import core_schema
 
 from runtime_core.agent.model import Model
@@ -66,10 +66,15 @@ ProcessModelSetting = Annotated[ModelSetting | Model, _DeclarativeOrObject]
 class ToolDeclaration(StrictModel):
     """A Python tool named by import path, e.g. ``"mypkg.tools:lookup"``."""
 
-    path: str
-    name: str | None = None
-    description: str | None = None
-    effect: Literal["read", "write"] = "write"
+    path: str = Field(description=(
+        "'package.module:function', imported from the manifest's folder (or the installed "
+        "packages)."))
+    name: str | None = Field(default=None, description="The tool's name; default: the function's.")
+    description: str | None = Field(default=None, description=(
+        "What the model is told the tool does; default: the function's docstring."))
+    effect: Literal["read", "write"] = Field(default="write", description=(
+        "read: safe to repeat (interrupted by a crash, it is reported interrupted); write: "
+        "changes the world (a crash mid-call parks the run until an operator reconciles it)."))
 
     @field_validator("path")
     @classmethod

@@ -14,8 +14,12 @@ class _Strict(StrictModel):
 
 
 class ScriptedToolCall(_Strict):
-    name: str
-    args: dict[str, Any] = Field(default_factory=dict)
+    """One tool call a scripted turn makes."""
+
+    name: str = Field(description="The tool's name, as the process offers it.")
+    args: dict[str, Any] = Field(default_factory=dict, description=(
+        "The call's arguments; a string '$payload.a.b', '$payload', '$event_id' or '$run_id' "
+        "is replaced by that value of the run's event."))
 
 
 class ScriptTurn(_Strict):
@@ -25,11 +29,16 @@ class ScriptTurn(_Strict):
     how a demo agent gets stuck in a loop.
     """
 
-    reply: str | None = None
-    tool_calls: list[ScriptedToolCall] | None = None
-    raise_: str | None = Field(default=None, alias="raise")
-    sleep: Annotated[float, Field(ge=0)] | None = None
-    repeat: Annotated[int, Field(ge=1)] | Literal["forever"] = 1
+    reply: str | None = Field(default=None, description="The final answer: the run ends with it.")
+    tool_calls: list[ScriptedToolCall] | None = Field(default=None, description=(
+        "Tools to call; their results go back to the model, and the run asks for the next "
+        "turn."))
+    raise_: str | None = Field(default=None, alias="raise", description=(
+        "Fail the model call with this message (a model error: the run fails, or retries)."))
+    sleep: Annotated[float, Field(ge=0)] | None = Field(default=None, description=(
+        "Seconds to wait before the turn; a turn with only sleep waits before the next one."))
+    repeat: Annotated[int, Field(ge=1)] | Literal["forever"] = Field(default=1, description=(
+        "Play the turn this many times in a row; 'forever' never moves on."))
 
     @model_validator(mode="after")
     def _one_action(self) -> ScriptTurn:
@@ -45,15 +54,25 @@ class ScriptTurn(_Strict):
 class ScriptSelect(_Strict):
     """How a run picks its script: a payload field naming it, else the trigger type."""
 
-    by_payload_field: str | None = None
-    by_trigger_type: dict[str, str] = Field(default_factory=dict)
+    by_payload_field: str | None = Field(default=None, description=(
+        "A dotted payload field (e.g. 'kind' or 'alert.type') whose value names the script."))
+    by_trigger_type: dict[str, str] = Field(default_factory=dict, description=(
+        "Trigger type -> script name. Without a match, a script named like the trigger type, "
+        "else the default script (turns)."))
 
 
 class ScriptedModelSpec(_Strict):
-    provider: Literal["scripted"] = "scripted"
-    turns: list[ScriptTurn] = Field(default_factory=list)
-    scripts: dict[str, list[ScriptTurn]] = Field(default_factory=dict)
-    select: ScriptSelect = Field(default_factory=ScriptSelect)
+    """An offline, deterministic model that plays a script: the mapping form of
+    ``model: scripted:<file>`` (the file holds the same keys). Each run plays its script from
+    the first turn."""
+
+    provider: Literal["scripted"] = Field(default="scripted", description="Always 'scripted'.")
+    turns: list[ScriptTurn] = Field(default_factory=list, description=(
+        "The default script: the turns every run plays in order, one per model call."))
+    scripts: dict[str, list[ScriptTurn]] = Field(default_factory=dict, description=(
+        "Named scripts, picked per run by select."))
+    select: ScriptSelect = Field(default_factory=ScriptSelect, description=(
+        "How a run picks one of scripts."))
 
     @model_validator(mode="after")
     def _check_scripts(self) -> ScriptedModelSpec:
@@ -73,18 +92,30 @@ class RemoteModelSpec(_Strict):
     """The mapping form of a remote model: an OpenAI-compatible one (vLLM, llama.cpp servers,
     a proxy...) or Anthropic's Messages API."""
 
-    provider: Literal["openai", "ollama", "anthropic"]
-    name: Annotated[str, Field(min_length=1)]
+    provider: Literal["openai", "ollama", "anthropic"] = Field(description=(
+        "openai: any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, a proxy); ollama; "
+        "anthropic: the Messages API."))
+    name: Annotated[str, Field(min_length=1)] = Field(description=(
+        "The model's name on that server, e.g. 'gpt-4o-mini' or 'llama3.1'."))
     # default: OPENAI_BASE_URL / OLLAMA_HOST / ANTHROPIC_BASE_URL, or the public API
-    base_url: str | None = None
+    base_url: str | None = Field(default=None, description=(
+        "The server's URL; default: OPENAI_BASE_URL, OLLAMA_HOST or ANTHROPIC_BASE_URL, else "
+        "the provider's public API."))
     # default: OPENAI_API_KEY for OpenAI's own API (none for your own server), ANTHROPIC_API_KEY
-    api_key_env: str | None = None
-    timeout: Annotated[float, Field(gt=0, le=600)] = 60.0
-    max_retries: Annotated[int, Field(ge=0, le=10)] = 3
+    api_key_env: str | None = Field(default=None, description=(
+        "The environment variable holding the API key (the key itself never goes in a "
+        "manifest); default: OPENAI_API_KEY for OpenAI's API, ANTHROPIC_API_KEY."))
+    timeout: Annotated[float, Field(gt=0, le=600, description=(
+        "Seconds one model call may take."))] = 60.0
+    max_retries: Annotated[int, Field(ge=0, le=10, description=(
+        "Retries of a call that failed on the way (a timeout, a 429 or 5xx), with "
+        "backoff."))] = 3
     # anthropic only (the API requires it): the longest reply, in tokens; default 4096
-    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(default=None, description=(
+        "Anthropic only (its API requires it): the longest reply, in tokens; default 4096."))
     # send the images tools return to the model (false: a model without vision)
-    images: bool = True
+    images: bool = Field(default=True, description=(
+        "Send the images tools return to the model; false for a model without vision."))
 
     @model_validator(mode="after")
     def _url_shape(self) -> RemoteModelSpec:

@@ -126,6 +126,12 @@ class _ArgsBase(StrictModel):
 
 @dataclass(slots=True)
 class Tool:
+    """A Python function the model can call, made with ``tool(fn, effect=...)``: its name,
+    description (the docstring) and argument model (from the signature), and its ``effect``:
+    ``read`` is safe to repeat, ``write`` changes the world and is journaled before it runs
+    with an idempotency key (``run_id:step``). A parameter typed ToolContext receives the
+    run's context instead of a model argument."""
+
     name: str
     description: str
     effect: Effect

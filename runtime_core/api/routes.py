@@ -51,7 +51,8 @@ class Strict(StrictModel):
 
 class InjectBody(Strict):
     payload: dict[str, Any] = Field(description="The event payload (a JSON object).")
-    trigger_type: str = Field("manual", min_length=1, max_length=64)
+    trigger_type: str = Field(default="manual", min_length=1, max_length=64, description=(
+        "The trigger type the event says it came from (hooks and filters see it)."))
 
 
 class RedeliverBody(Strict):
@@ -60,19 +61,24 @@ class RedeliverBody(Strict):
 
 
 class ReconcileBody(Strict):
-    outcome: Literal["applied", "not_applied", "failed"]
-    result: Any = None
-    note: str = Field("", max_length=10_000)
+    outcome: Literal["applied", "not_applied", "failed"] = Field(description=(
+        "What happened to the write: applied, not_applied, or failed (the run fails)."))
+    result: Any = Field(default=None, description="With applied: the tool's result, as the model "
+                        "will see it.")
+    note: str = Field(default="", max_length=10_000, description="Why; kept in the journal.")
 
 
 class EvidenceBody(Strict):
-    action: Literal["supplied", "returned", "failed"]
-    evidence: Any = None
-    note: str = Field("", max_length=10_000)
+    action: Literal["supplied", "returned", "failed"] = Field(description=(
+        "supplied (evidence is judged), returned (the note goes back to the model) or "
+        "failed."))
+    evidence: Any = Field(default=None, description="With supplied: the evidence, as JSON.")
+    note: str = Field(default="", max_length=10_000, description="Why; kept in the journal.")
 
 
 class ElicitationBody(Strict):
-    action: Literal["accept", "decline", "cancel"]
+    action: Literal["accept", "decline", "cancel"] = Field(description=(
+        "accept (with content), decline or cancel the server's question."))
     content: dict[str, str | int | float | bool | list[str] | None] | None = Field(
         None, description="With accept: the values the server's form asks for (its "
         "requested_schema), checked against it; left out for decline and cancel.")
@@ -80,21 +86,27 @@ class ElicitationBody(Strict):
 
 class RewindBody(Strict):
     entry_id: str = Field(min_length=1, max_length=300, description="PROCESS:SEQ")
-    mode: Mode = "both"
+    mode: Mode = Field(default="both", description=(
+        "both, conversation (the conversation only), state (the context state only), or "
+        "cancel (nothing: a preview)."))
 
 
 class ForkBody(Strict):
-    entry_id: str = Field(min_length=1, max_length=300)
-    new_name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN.pattern)
+    entry_id: str = Field(min_length=1, max_length=300, description=(
+        "PROCESS:SEQ: the fork starts from the state just before it."))
+    new_name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN.pattern,
+                          description="The new process's name.")
     with_triggers: bool = Field(False, description="Copy the parent's triggers too; one that "
                                 "cannot be served (its webhook address or path taken) is 409 "
                                 "CONFLICT, naming it, and nothing is forked.")
 
 
 class IncidentBody(Strict):
-    generation: int = Field(ge=0, le=storable.MAX_INT)
-    version: int = Field(ge=0, le=storable.MAX_INT)
-    note: str = Field("", max_length=10_000)
+    generation: int = Field(ge=0, le=storable.MAX_INT, description=(
+        "The incident's generation you decided on."))
+    version: int = Field(ge=0, le=storable.MAX_INT, description=(
+        "The incident's version you decided on; a newer one refuses the request (409)."))
+    note: str = Field(default="", max_length=10_000, description="Why; kept with the incident.")
 
 
 class RuntimeInfo(BaseModel):
@@ -156,6 +168,7 @@ async def health(request: Request) -> Any:
 
 @router.get("/runtime", response_model=RuntimeInfo, responses=errors(*READ))
 async def runtime_info(request: Request) -> RuntimeInfo:
+    """The runtime: name, version, read-only, boot id, process count, journal faults."""
     info = await control_of(request).runtime_info()
     return RuntimeInfo(name=info["name"], version=request.app.version,
                        read_only=request.app.state.read_only, boot=log_of(request).boot,
@@ -176,6 +189,7 @@ async def events(request: Request, last_event_id: Annotated[
 # -- processes --------------------------------------------------------------------------------
 @router.get("/processes", response_model=list[ProcessSummary], responses=errors(*READ))
 async def list_processes(request: Request) -> list[ProcessSummary]:
+    """Every process: state, counters and health, one row each (the dashboard's)."""
     return await control_of(request).list_processes()
 
 
@@ -188,6 +202,7 @@ async def process_status(request: Request, name: str) -> dict[str, Any]:
 @router.get("/processes/{name}/detail", response_model=ProcessDetail,
             responses=errors(*ON_PROCESS))
 async def process_detail(request: Request, name: str) -> ProcessDetail:
+    """One process whole: config, queue, dead letters, runs, context, governance."""
     return await control_of(request).process_detail(name)
 
 
@@ -199,6 +214,7 @@ async def _command(request: Request, name: str, action: str) -> Done:
 
 @router.post("/processes/{name}/start", response_model=Done, responses=errors(*COMMAND))
 async def start(request: Request, name: str) -> Done:
+    """Start a process; it takes back what its journal holds. 409 when it runs."""
     return await _command(request, name, "start")
 
 
@@ -213,6 +229,7 @@ async def stop(request: Request, name: str,
                    "or after a restart); 'dead_letter' dead-letters them \"process stopped\", "
                    "ready to redeliver (the spec's stop)")] = "keep",
                ) -> Done:
+    """Stop a process; the queued events are kept for its next start by default."""
     control = control_of(request)
     await control.stop(name, drain_timeout, queued)
     return Done(name=name, state=(await control.process_status(name))["state"])
@@ -220,16 +237,19 @@ async def stop(request: Request, name: str,
 
 @router.post("/processes/{name}/restart", response_model=Done, responses=errors(*COMMAND))
 async def restart(request: Request, name: str) -> Done:
+    """Stop the process (if it runs) and start it again."""
     return await _command(request, name, "restart")
 
 
 @router.post("/processes/{name}/suspend", response_model=Done, responses=errors(*COMMAND))
 async def suspend(request: Request, name: str) -> Done:
+    """Suspend a running process: its events queue, nothing runs until resumed."""
     return await _command(request, name, "suspend")
 
 
 @router.post("/processes/{name}/resume", response_model=Done, responses=errors(*COMMAND))
 async def resume(request: Request, name: str) -> Done:
+    """Resume a suspended process: the queued events run in their order."""
     return await _command(request, name, "resume")
 
 
@@ -285,6 +305,7 @@ async def dead_letter(request: Request, name: str,
              responses=errors(*COMMAND))
 async def redeliver(request: Request, name: str,
                     body: Annotated[RedeliverBody | None, Body()] = None) -> Count:
+    """Queue dead letters again (those named, else all); answers how many."""
     ids = body.event_ids if body is not None else None
     return Count(name=name, count=await control_of(request).redeliver(name, ids))
 
@@ -292,23 +313,27 @@ async def redeliver(request: Request, name: str,
 @router.delete("/processes/{name}/dead-letters", response_model=Count,
                responses=errors(*COMMAND))
 async def clear_dead_letters(request: Request, name: str) -> Count:
+    """Drop every dead letter of the process (journaled); answers how many."""
     return Count(name=name, count=await control_of(request).clear_dead_letters(name))
 
 
 # -- triggers ---------------------------------------------------------------------------------
 @router.get("/processes/{name}/triggers", responses=errors(*ON_PROCESS))
 async def triggers(request: Request, name: str) -> list[dict[str, Any]]:
+    """The process's triggers: id, type, source (config or dynamic), file-watch counts."""
     return await control_of(request).triggers(name)
 
 
 @router.post("/processes/{name}/triggers", status_code=201, responses=errors(*COMMAND))
 async def add_trigger(request: Request, name: str, config: JsonObject) -> dict[str, str]:
+    """Add a trigger (a TriggerConfig as JSON), started at once; answers its id."""
     trigger_id = await control_of(request).add_trigger(name, config)
     return {"name": name, "trigger_id": trigger_id}
 
 
 @router.delete("/processes/{name}/triggers/{trigger_id}", responses=errors(*COMMAND))
 async def remove_trigger(request: Request, name: str, trigger_id: str) -> dict[str, str]:
+    """Stop and remove a trigger; events it held are dead-lettered (trigger removed)."""
     await control_of(request).remove_trigger(name, trigger_id)
     return {"name": name, "trigger_id": trigger_id}
 
@@ -346,6 +371,7 @@ async def journal(request: Request, name: str,
                   limit: Annotated[int, Query(ge=1, le=5000)] = 200,
                   run_id: Annotated[str | None, Query(max_length=200)] = None,
                   ) -> list[JournalEntryView]:
+    """A page of journal entries, newest first, filtered by seq, time, type, run, text."""
     return await control_of(request).journal_entries(
         name, before_seq=before_seq, after_seq=after_seq, at_or_before=at_or_before,
         entry_type=type, text=text, limit=limit, run_id=run_id)
@@ -355,17 +381,20 @@ async def journal(request: Request, name: str,
             responses=errors(*ON_PROCESS))
 async def runs(request: Request, name: str,
                state: Annotated[str | None, Query(max_length=32)] = None) -> list[RunView]:
+    """The process's recent runs, newest first, optionally of one state (waiting)."""
     return await control_of(request).runs(name, state)
 
 
 @router.get("/processes/{name}/runs/{run_id}/waiting", responses=errors(*ON_PROCESS))
 async def waiting_detail(request: Request, name: str, run_id: str) -> dict[str, Any]:
+    """Why a run waits (a write's unknown outcome, evidence, a question) and the answers."""
     return await control_of(request).waiting_detail(name, run_id)
 
 
 @router.post("/processes/{name}/runs/{run_id}/reconcile", responses=errors(*COMMAND))
 async def reconcile(request: Request, name: str, run_id: str,
                     body: ReconcileBody) -> dict[str, str]:
+    """Settle a write whose outcome is unknown: applied, not_applied or failed."""
     await control_of(request).reconcile(name, run_id, body.outcome, result=body.result,
                                         note=body.note)
     return {"name": name, "run_id": run_id, "outcome": body.outcome}
@@ -374,6 +403,7 @@ async def reconcile(request: Request, name: str, run_id: str,
 @router.post("/processes/{name}/runs/{run_id}/evidence", responses=errors(*COMMAND))
 async def evidence(request: Request, name: str, run_id: str,
                    body: EvidenceBody) -> dict[str, str]:
+    """Answer a run waiting for completion evidence: supplied, returned or failed."""
     await control_of(request).answer_evidence(name, run_id, body.action,
                                               evidence=body.evidence, note=body.note)
     return {"name": name, "run_id": run_id, "action": body.action}
@@ -395,17 +425,20 @@ async def elicitation(request: Request, name: str, run_id: str,
 async def rewind_plan(request: Request, name: str,
                       entry_id: Annotated[str, Query(min_length=1, max_length=300)],
                       mode: Mode = "both") -> RewindPlan:
+    """Preview a rewind to just before an entry: what changes, what stays done."""
     return await control_of(request).rewind_plan(name, entry_id, mode)
 
 
 @router.post("/processes/{name}/rewind", response_model=RewindResult,
              responses=errors(*COMMAND))
 async def rewind(request: Request, name: str, body: RewindBody) -> RewindResult:
+    """Rewind to just before an entry; a ``rewind`` entry records it (history is kept)."""
     return await control_of(request).rewind(name, body.entry_id, body.mode)
 
 
 @router.post("/processes/{name}/fork", status_code=201, responses=errors(*COMMAND))
 async def fork(request: Request, name: str, body: ForkBody) -> dict[str, str]:
+    """A new process from this one's state just before an entry (triggers: opt in)."""
     child = await control_of(request).fork(name, body.entry_id, body.new_name,
                                            with_triggers=body.with_triggers)
     return {"name": child, "forked_from": name}
@@ -414,6 +447,7 @@ async def fork(request: Request, name: str, body: ForkBody) -> dict[str, str]:
 # -- health ------------------------------------------------------------------------------------
 @router.get("/processes/{name}/health/anomalies", responses=errors(*ON_PROCESS))
 async def anomalies(request: Request, name: str) -> dict[str, Any]:
+    """The health anomalies in the process's history (health_enabled: false: none)."""
     found = await control_of(request).health_anomalies(name)
     if found is None:
         return {"name": name, "health_enabled": False, "anomalies": [], "count": 0}
@@ -422,12 +456,14 @@ async def anomalies(request: Request, name: str) -> dict[str, Any]:
 
 @router.delete("/processes/{name}/health/anomalies", responses=errors(*COMMAND, 400))
 async def clear_anomalies(request: Request, name: str) -> dict[str, Any]:
+    """Forget the anomaly history and reset the cooldowns (400 without monitoring)."""
     return {"name": name,
             "anomalies_cleared": await control_of(request).clear_health_anomalies(name)}
 
 
 @router.patch("/processes/{name}/health", responses=errors(*COMMAND))
 async def patch_health(request: Request, name: str, patch: JsonObject) -> dict[str, Any]:
+    """Change any HealthConfig field live; validated whole first, applies at once."""
     config = await control_of(request).update_health(name, patch)
     return {"name": name, "health_updated": True, "live": True,
             "effective_from": "immediate", "health": config}
@@ -439,6 +475,7 @@ async def patch_health(request: Request, name: str, patch: JsonObject) -> dict[s
 async def incidents(request: Request,
                     process: Annotated[str | None, Query(max_length=200)] = None
                     ) -> list[IncidentView]:
+    """The incidents of every process, or of one: state, generation, occurrences."""
     return await control_of(request).incidents(process)
 
 
@@ -446,6 +483,7 @@ async def incidents(request: Request,
              responses=errors(*COMMAND))
 async def resolve_incident(request: Request, name: str, incident_id: str,
                            body: IncidentBody) -> IncidentView:
+    """Resolve an incident; 409 if it moved past the generation and version given."""
     return await control_of(request).resolve_incident(
         name, incident_id, generation=body.generation, version=body.version, note=body.note)
 
@@ -454,6 +492,7 @@ async def resolve_incident(request: Request, name: str, incident_id: str,
              responses=errors(*COMMAND))
 async def reopen_incident(request: Request, name: str, incident_id: str,
                           body: IncidentBody) -> IncidentView:
+    """Reopen an incident: a new generation and a new run (409 if it moved)."""
     return await control_of(request).reopen_incident(
         name, incident_id, generation=body.generation, version=body.version, note=body.note)
 

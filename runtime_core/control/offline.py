@@ -6,6 +6,8 @@ recovers that state. The CLI reaches the journal only through here."""
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +34,7 @@ from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan
 from runtime_core.journal.sqlite.journal import SQLiteJournal
 from runtime_core.journal.sqlite.left_behind import found_beside
-from runtime_core.journal.sqlite.lock import JournalLocked
+from runtime_core.journal.sqlite.lock import JournalLocked, read_holder
 from runtime_core.journal.sqlite.salvage import SalvageReport, report_lines
 from runtime_core.journal.summary import summarize
 
@@ -40,7 +42,8 @@ __all__ = ["ENTRY_TYPES", "ImportReport", "Incident", "JournalEntry", "JournalEr
            "JournalLocked", "NotAReferenceJournal", "NothingToImport", "ProcessImport",
            "RewindMode", "RewindPlan", "SalvageReport", "UnknownEntry", "VerifyReport",
            "check_entry_type",
-           "check_new_name", "check_process", "dead_letters", "fork", "import_reference",
+           "check_new_name", "check_process", "dead_letters", "fork", "holder",
+           "import_reference",
            "incidents", "journal_file_at", "left_behind",
            "parse_entry_id", "probe_servers", "process_names", "read_entries", "recent_entries",
            "report_lines", "rewind", "rewind_plan", "salvage", "value_text", "verify"]
@@ -73,6 +76,23 @@ def left_behind(path: Path) -> list[str]:
     """The damaged journals a start moved aside from ``path`` (on_damage: start_fresh) that
     still lie beside it: one line each, what it held and how to salvage it."""
     return [kept.describe() for kept in found_beside(path)]
+
+
+def holder(path: Path) -> dict[str, Any] | None:
+    """The runtime that has the journal at ``path`` open now, by its lock file: ``{"pid",
+    "host", "since", "text"}``; None when none on this host does (a dead holder's pid is
+    gone; one on another host cannot be checked from here)."""
+    found = read_holder(path)
+    if found is None or found.host != socket.gethostname():
+        return None
+    try:
+        os.kill(found.pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        pass
+    return {"pid": found.pid, "host": found.host, "since": found.since,
+            "text": found.describe()}
 
 
 def check_entry_type(entry_type: str) -> None:

@@ -59,6 +59,13 @@ def _path(*parts: str) -> str:
 
 
 class RemoteControl:
+    """The client of a runtime served by ``promptui serve`` (also importable as
+    ``OrchestrationClient``): every command and view of the control plane over the HTTP API
+    and its server-sent event stream, so the room and the CLI use it as they use a local
+    runtime. ``async with OrchestrationClient(url, token=...) as client:`` then e.g.
+    ``await client.inject(name, payload)``. When the server goes away, ``link`` says
+    reconnecting and the event stream resumes (with Last-Event-ID) once it is back."""
+
     def __init__(self, url: str, *, token: str = "", read_only: bool = False,
                  timeout: float = 15.0, transport: httpx.AsyncBaseTransport | None = None
                  ) -> None:

@@ -32,11 +32,20 @@ class EscalationTarget(KeyCheckedModel):
     """Where an escalation goes: ``webhook_url`` (a JSON POST) and/or ``event_type`` (an event
     on the runtime's bus)."""
 
-    webhook_url: str | None = None
-    event_type: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    allow_private: bool = False  # LAN receivers only; also the only way to use plain http://
-    timeout: Annotated[float, Field(gt=0, le=120)] = 10.0
+    webhook_url: str | None = Field(default=None, description=(
+        "An https:// URL the escalation is POSTed to as JSON. It must resolve to a public "
+        "address unless allow_private is set; credentials go in headers, never in the URL."))
+    event_type: str | None = Field(default=None, description=(
+        "An event type the escalation is emitted as on the runtime's event bus (where an "
+        "'event' trigger of another process can take it)."))
+    headers: dict[str, str] = Field(default_factory=dict, description=(
+        "Extra HTTP headers of the POST, e.g. Authorization; ${VAR} reads the environment."))
+    # LAN receivers only; also the only way to use plain http://
+    allow_private: bool = Field(default=False, description=(
+        "Allow a webhook_url on a private or loopback address, and plain http:// (for a "
+        "receiver on your own network)."))
+    timeout: Annotated[float, Field(gt=0, le=120, description=(
+        "Seconds the POST may take before it counts as failed."))] = 10.0
 
     @field_validator("webhook_url")
     @classmethod
@@ -62,24 +71,51 @@ class EscalationTarget(KeyCheckedModel):
 
 
 class ToolCostAnnotation(KeyCheckedModel):
-    cost_weight: Annotated[float, Field(gt=0)] = 1.0
-    irreversible: bool = False
+    """What one call of a tool costs against the autonomy budget: its weight toward
+    ``max_cost_per_day`` and whether it counts toward ``max_irreversible_per_day``."""
+
+    cost_weight: Annotated[float, Field(gt=0, description=(
+        "What one call adds to the day's cost (max_cost_per_day); a tool not listed in "
+        "tool_costs weighs 1."))] = 1.0
+    irreversible: bool = Field(default=False, description=(
+        "The call cannot be undone (a payment, a deletion): it also counts toward "
+        "max_irreversible_per_day."))
 
 
 class BudgetConfig(KeyCheckedModel):
-    enabled: bool = False
-    max_tool_calls_per_run: Annotated[int, Field(ge=1)] | None = None
-    max_model_calls_per_run: Annotated[int, Field(ge=1)] | None = None
-    max_runs_per_day: Annotated[int, Field(ge=1)] | None = None
-    max_tool_calls_per_day: Annotated[int, Field(ge=1)] | None = None
-    max_cost_per_day: Annotated[float, Field(gt=0)] | None = None
-    max_irreversible_per_day: Annotated[int, Field(ge=0)] | None = None
-    tool_costs: dict[str, ToolCostAnnotation] = Field(default_factory=dict)
-    on_exceeded: Literal["pause", "stop", "escalate"] = "pause"
-    escalation: EscalationTarget | None = None
-    inject_remaining: bool = True
-    warning_threshold: Annotated[float, Field(gt=0, le=1)] = 0.8
-    daily_reset_hour_utc: Annotated[int, Field(ge=0, le=23)] = 0
+    """The autonomy budget: limits per run and per day, checked before each call. A call that
+    would go over a limit is not made (the model is told why, as the tool's result), and
+    ``on_exceeded`` acts when the run ends. The day's counters survive restarts through the
+    journal's checkpoints. Off unless ``enabled``; a limit left unset is no limit."""
+
+    enabled: bool = Field(default=False, description="Enforce the limits below.")
+    max_tool_calls_per_run: Annotated[int, Field(ge=1)] | None = Field(default=None, description=(
+        "Tool calls one run may make; the call past it is not executed."))
+    max_model_calls_per_run: Annotated[int, Field(ge=1)] | None = Field(default=None, description=(
+        "Model calls one run may make."))
+    max_runs_per_day: Annotated[int, Field(ge=1)] | None = Field(default=None, description=(
+        "Runs a day; an event past it is dead-lettered (budget exceeded), ready to redeliver."))
+    max_tool_calls_per_day: Annotated[int, Field(ge=1)] | None = Field(default=None, description=(
+        "Tool calls a day, over all runs."))
+    max_cost_per_day: Annotated[float, Field(gt=0)] | None = Field(default=None, description=(
+        "The day's total of the tools' cost_weight (see tool_costs)."))
+    max_irreversible_per_day: Annotated[int, Field(ge=0)] | None = Field(default=None, description=(
+        "Calls of tools marked irreversible a day; 0 forbids them."))
+    tool_costs: dict[str, ToolCostAnnotation] = Field(default_factory=dict, description=(
+        "Tool name -> its cost: weight and whether it is irreversible."))
+    on_exceeded: Literal["pause", "stop", "escalate"] = Field(default="pause", description=(
+        "What a limit reached does when the run ends: pause (suspend, reason 'budget', until "
+        "resumed), stop, or escalate (notify escalation, then suspend)."))
+    escalation: EscalationTarget | None = Field(default=None, description=(
+        "Where on_exceeded: escalate sends its notification."))
+    inject_remaining: bool = Field(default=True, description=(
+        "Tell the model what is left of each limit in every run's prompt "
+        "('[Budget Remaining] ...')."))
+    warning_threshold: Annotated[float, Field(gt=0, le=1, description=(
+        "Share of a daily limit at which a budget warning event is emitted, once a day per "
+        "limit."))] = 0.8
+    daily_reset_hour_utc: Annotated[int, Field(ge=0, le=23, description=(
+        "The hour (UTC) at which the day's counters start again."))] = 0
 
 
 WINDOW_MAX = 10_000
@@ -88,42 +124,85 @@ WINDOW_MAX = 10_000
 class HealthConfig(KeyCheckedModel):
     """Behavioral health settings; every field can change on a running process."""
 
-    enabled: bool = False
+    enabled: bool = Field(default=False, description="Enable health monitoring.")
     # The windows are kept in memory: bounded, so a typo cannot make the monitor allocate GBs.
-    stuck_threshold: Annotated[int, Field(ge=2, le=WINDOW_MAX)] = 3
-    loop_window: Annotated[int, Field(ge=4, le=WINDOW_MAX)] = 20
-    loop_min_repeats: Annotated[int, Field(ge=2, le=WINDOW_MAX)] = 2
-    empty_threshold: Annotated[int, Field(ge=2, le=WINDOW_MAX)] = 3
-    empty_max_chars: Annotated[int, Field(ge=0)] = 10
-    error_window: Annotated[int, Field(ge=2, le=WINDOW_MAX)] = 10
-    error_rate_threshold: Annotated[float, Field(gt=0, le=1)] = 0.5
-    on_anomaly: Literal["log", "pause", "escalate", "stop"] = "log"
-    cooldown: Annotated[float, Field(ge=0)] = 300.0
-    escalation: EscalationTarget | None = None
+    stuck_threshold: Annotated[int, Field(ge=2, le=WINDOW_MAX, description=(
+        "Consecutive identical calls (same tool and arguments) in one run that count as "
+        "stuck."))] = 3
+    loop_window: Annotated[int, Field(ge=4, le=WINDOW_MAX, description=(
+        "Recent tool calls of the run examined for a repeating sequence."))] = 20
+    loop_min_repeats: Annotated[int, Field(ge=2, le=WINDOW_MAX, description=(
+        "Back-to-back repeats of a sequence that count as a loop."))] = 2
+    empty_threshold: Annotated[int, Field(ge=2, le=WINDOW_MAX, description=(
+        "Consecutive trivial final replies that count as an anomaly."))] = 3
+    empty_max_chars: Annotated[int, Field(ge=0, description=(
+        "A final reply of at most this many characters (after stripping whitespace) is "
+        "trivial; 0 counts only blank replies."))] = 10
+    error_window: Annotated[int, Field(ge=2, le=WINDOW_MAX, description=(
+        "Recent runs the error rate is computed over; checked once the window is full."))] = 10
+    error_rate_threshold: Annotated[float, Field(gt=0, le=1, description=(
+        "Error rate at or above which the anomaly fires."))] = 0.5
+    on_anomaly: Literal["log", "pause", "escalate", "stop"] = Field(default="log", description=(
+        "What an anomaly does when its run ends: log (an event only), pause (suspend, "
+        "reason 'health', until resumed), escalate (notify escalation, then suspend) or "
+        "stop."))
+    cooldown: Annotated[float, Field(ge=0, description=(
+        "Seconds before the same anomaly (same kind and evidence) is reported again; 0 "
+        "reports every repeat."))] = 300.0
+    escalation: EscalationTarget | None = Field(default=None, description=(
+        "Where on_anomaly: escalate sends its notification."))
 
 
 class InboxConfig(KeyCheckedModel):
-    enabled: bool = False
-    max_messages: Annotated[int, Field(ge=1)] = 50
-    max_message_length: Annotated[int, Field(ge=1)] = 2000
-    default_ttl: Annotated[float, Field(ge=0)] = 3600.0  # 0: no expiry
-    max_ttl: Annotated[float, Field(gt=0)] = 86400.0
-    rate_limit_per_sender: Annotated[int, Field(ge=1)] = 20  # per hour
+    """The operator inbox: messages (``send_message``) and questions (``ask``) for the agent,
+    shown in its next run's prompt; a question wakes it and waits for its ``ANSWER Q<n>:``.
+    Off unless ``enabled``."""
+
+    enabled: bool = Field(default=False, description="Accept messages and questions.")
+    max_messages: Annotated[int, Field(ge=1, description=(
+        "Messages held at once; a new one evicts the oldest of the lowest priority (critical "
+        "ones last)."))] = 50
+    max_message_length: Annotated[int, Field(ge=1, description=(
+        "Characters kept of a message; the rest is cut."))] = 2000
+    default_ttl: Annotated[float, Field(ge=0, description=(
+        "Seconds a message lives when its sender gives no ttl; 0: no expiry."))] = 3600.0
+    max_ttl: Annotated[float, Field(gt=0, description=(
+        "The longest ttl a sender may ask for, in seconds."))] = 86400.0
+    rate_limit_per_sender: Annotated[int, Field(ge=1, description=(
+        "Messages one sender may send per hour."))] = 20
 
 
 class MissionConfig(KeyCheckedModel):
-    enabled: bool = False
-    objective: str = ""
-    success_criteria: str = ""
-    success_check: str | None = None  # e.g. "state.invoices_booked >= 10"
+    """A long-running goal, judged every ``eval_every`` successful runs by a check over the
+    context state (``success_check``) or, without one, a model judge (``eval_model``).
+    Achieved completes the mission; a timeout or the invocation limit fails it and stops the
+    process. Its state survives restarts through the journal's checkpoints. Off unless
+    ``enabled``."""
+
+    enabled: bool = Field(default=False, description="Track and judge the mission.")
+    objective: str = Field(default="", description=(
+        "The goal, in words: shown to the agent in every run's prompt and to the judge."))
+    success_criteria: str = Field(default="", description=(
+        "What achieved looks like, in words: shown with the objective."))
+    success_check: str | None = Field(default=None, description=(
+        "An expression over the context state in the filter language, e.g. "
+        "'state.invoices_booked >= 10': true means achieved (no model judge is asked)."))
     # The judge's model, a setting like ProcessConfig.model (e.g. "scripted:judge.yaml").
-    eval_model: str | ScriptedModelSpec | RemoteModelSpec | None = None
-    confidence_threshold: Annotated[float, Field(ge=0, le=1)] = 0.7
-    eval_every: Annotated[int, Field(ge=1)] = 1
-    timeout_hours: Annotated[float, Field(ge=0)] = 0.0  # 0: no timeout
-    max_invocations: Annotated[int, Field(ge=0)] = 0  # 0: no limit
-    auto_complete: bool = True
-    escalation: EscalationTarget | None = None
+    eval_model: str | ScriptedModelSpec | RemoteModelSpec | None = Field(default=None, description=(
+        "The judge's model when there is no success_check, written like the process's model "
+        "(e.g. 'scripted:judge.yaml'); it answers achieved, confidence and reasoning."))
+    confidence_threshold: Annotated[float, Field(ge=0, le=1, description=(
+        "A judge less confident than this pauses the mission and escalates."))] = 0.7
+    eval_every: Annotated[int, Field(ge=1, description=(
+        "Judge after every this many successful runs."))] = 1
+    timeout_hours: Annotated[float, Field(ge=0, description=(
+        "Hours after which a mission not achieved fails; 0: no timeout."))] = 0.0
+    max_invocations: Annotated[int, Field(ge=0, description=(
+        "Runs after which a mission not achieved fails; 0: no limit."))] = 0
+    auto_complete: bool = Field(default=True, description=(
+        "Stop the process (on purpose: no restart) once the mission is achieved."))
+    escalation: EscalationTarget | None = Field(default=None, description=(
+        "Where a verdict less confident than confidence_threshold is escalated."))
 
     @field_validator("success_check")
     @classmethod
@@ -145,19 +224,41 @@ class MissionConfig(KeyCheckedModel):
 
 
 class SecretScopeConfig(KeyCheckedModel):
-    enabled: bool = False
-    secrets: dict[str, str] = Field(default_factory=dict)  # name -> value or "${ENV_VAR}"
-    default_ttl: Annotated[float, Field(gt=0)] | None = None
-    revoke_on_stop: bool = True
+    """Secrets for tools: resolved at start (a missing environment variable fails the start),
+    handed to a tool that asks for one by name, revoked on stop, and never written anywhere:
+    any occurrence in text bound for the journal, a log or the screen becomes
+    ``[secret:name]``. Off unless ``enabled``."""
+
+    enabled: bool = Field(default=False, description=(
+        "Resolve the secrets at start; without it none is resolved."))
+    secrets: dict[str, str] = Field(default_factory=dict, description=(
+        "Secret name -> its value, normally '${ENV_VAR}' (read from the environment at "
+        "start)."))
+    default_ttl: Annotated[float, Field(gt=0)] | None = Field(default=None, description=(
+        "Seconds a resolved secret stays usable; not set: until the process stops."))
+    revoke_on_stop: bool = Field(default=True, description=(
+        "Forget the values on stop (they are resolved again at the next start)."))
 
 
 class OpenModeConfig(StrictModel):
+    """The limits of open execution mode (``execution_mode: open``), where the agent may
+    change its own triggers, spawn child processes and rewrite its instructions through
+    meta-tools. Every such call is journaled and budgeted like any tool call; a refusal is an
+    error the model reads, never a failed run."""
 
-    allow_trigger_management: bool = True
+    allow_trigger_management: bool = Field(default=True, description=(
+        "The agent may add and remove triggers of its own."))
     allowed_trigger_types: list[str] = Field(
-        default_factory=lambda: ["interval", "cron", "event", "message"])
-    max_dynamic_triggers: Annotated[int, Field(ge=0, le=100)] = 10
-    allow_process_spawn: bool = False  # children run beside the parent: opt in
-    max_spawned_processes: Annotated[int, Field(ge=0, le=50)] = 3
-    allow_instruction_change: bool = True
-    max_instruction_length: Annotated[int, Field(ge=100)] = 10_000
+        default_factory=lambda: ["interval", "cron", "event", "message"], description=(
+            "The trigger types the agent may add (and give a process it spawns)."))
+    max_dynamic_triggers: Annotated[int, Field(ge=0, le=100, description=(
+        "Triggers the agent may have added at once."))] = 10
+    # children run beside the parent: opt in
+    allow_process_spawn: bool = Field(default=False, description=(
+        "The agent may start child processes beside itself in the runtime."))
+    max_spawned_processes: Annotated[int, Field(ge=0, le=50, description=(
+        "Child processes the agent may have spawned."))] = 3
+    allow_instruction_change: bool = Field(default=True, description=(
+        "The agent may replace its own instructions (from its next run on)."))
+    max_instruction_length: Annotated[int, Field(ge=100, description=(
+        "The longest instructions the agent may write, in characters."))] = 10_000

@@ -31,6 +31,11 @@ __all__ = [
 ]
 
 class AnomalyType(str, Enum):
+    """The kinds of behavioral anomaly the health monitor reports: ``stuck`` (the same tool
+    call repeated in one run), ``loop`` (a repeating sequence of calls), ``empty_response``
+    (trivial final replies in a row) and ``high_error_rate`` (failed runs over the error
+    window)."""
+
     STUCK = "stuck"
     LOOP = "loop"
     EMPTY_RESPONSE = "empty_response"
@@ -39,6 +44,10 @@ class AnomalyType(str, Enum):
 
 @dataclass
 class Anomaly:
+    """One behavioral anomaly the health monitor found: its ``anomaly_type``, a
+    ``description`` an operator can read, when (UTC), and the evidence in ``details`` (e.g.
+    ``tool_name`` and ``consecutive_count`` for stuck)."""
+
     anomaly_type: AnomalyType
     description: str
     timestamp: datetime

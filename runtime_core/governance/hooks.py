@@ -16,6 +16,12 @@ log = logging.getLogger(__name__)
 
 
 class HookEvent(str, enum.Enum):
+    """The moments a hook can run at: ``session_start`` and ``session_end`` (the process
+    starts running, is about to stop), ``user_prompt_submit`` (a run is about to start; the
+    hook may refuse it), ``pre_tool`` (may block a call or rewrite its arguments),
+    ``post_tool``, ``run_end``, and ``file_changed`` / ``task_created`` (a file-watch event,
+    any other event, was accepted)."""
+
     SESSION_START = "session_start"  # the process is RUNNING (data: restart)
     SESSION_END = "session_end"  # the process is about to stop
     USER_PROMPT_SUBMIT = "user_prompt_submit"  # a run is about to start; may refuse it
@@ -34,6 +40,9 @@ class HookBlocked(Exception):
 
 @dataclass(slots=True)
 class HookContext:
+    """What a hook receives: the HookEvent, the process's name and id, and ``data`` (the
+    event's details; a ``pre_tool`` hook may rewrite ``data["args"]``)."""
+
     event: HookEvent
     process: str  # the process's name
     data: dict[str, Any] = field(default_factory=dict)
@@ -61,6 +70,13 @@ class _Hook:
 
 
 class HookManager:
+    """A process's hooks: async functions run at a HookEvent, higher ``priority`` first
+    (equal ones in registration order), ``once`` removed after their first call. Register
+    with ``register(event, fn)`` or the ``@hooks.on(event)`` decorator. A hook that raises
+    HookBlocked refuses what it was asked about (a run, a tool call); any other exception is
+    logged and the next hook runs. ``AgentProcess.hooks`` is the process's own; the
+    runtime's shared manager runs after it."""
+
     def __init__(self) -> None:
         self._hooks: list[_Hook] = []
         self._ids = itertools.count(1)

@@ -14,12 +14,22 @@ from runtime_core.triggers.filters.expression import FilterError, compile_filter
 class IncidentConfig(KeyCheckedModel):
     """``incidents:`` in a manifest. Present means on (``enabled: false`` turns it off)."""
 
-    enabled: bool = True
-    fingerprint: str  # e.g. 'payload.labels.alertname' or '[payload.service, payload.check]'
-    reopen_window: Annotated[float, Field(ge=0)] = 0.0  # seconds; 0: a new incident instead
-    recovered_when: str | None = None  # e.g. 'payload.status == "resolved"'
-    history_size: Annotated[int, Field(ge=1, le=1000)] = 20
-    triggers: list[str] = Field(default_factory=lambda: ["webhook", "event"])
+    enabled: bool = Field(default=True, description="false turns incidents off.")
+    fingerprint: str = Field(description=(
+        "An expression over the event whose value names the incident, e.g. "
+        "'payload.labels.alertname' or '[payload.service, payload.check]': an event with a "
+        "new value opens an incident and starts a run; more while it is open only count an "
+        "occurrence."))
+    reopen_window: Annotated[float, Field(ge=0, description=(
+        "Seconds after an incident closed in which a matching event reopens it (a new "
+        "generation and a new run); 0: such an event opens a new incident instead."))] = 0.0
+    recovered_when: str | None = Field(default=None, description=(
+        "An expression that marks the open incident of the event's fingerprint recovered, "
+        "e.g. 'payload.status == \"resolved\"'."))
+    history_size: Annotated[int, Field(ge=1, le=1000, description=(
+        "Payloads kept per incident (the newest)."))] = 20
+    triggers: list[str] = Field(default_factory=lambda: ["webhook", "event"], description=(
+        "The trigger types whose events go through the incident lifecycle."))
 
     @field_validator("fingerprint", "recovered_when")
     @classmethod

@@ -41,28 +41,38 @@ class JournalConfig(StrictModel):
     backend; ``path`` is not used), or ``$PROMPTUI_DSN`` when ``dsn`` is not given: read when
     the journal is made, so a DSN from the environment is never copied into a saved config."""
 
-    level: Literal["none", "checkpoint", "full"] = "checkpoint"
-    backend: Literal["sqlite", "memory", "postgres"] = "sqlite"
-    path: str = ".promptui/journal.db"
-    #: A libpq DSN: ``postgresql://user@host/db`` or ``host=... dbname=...``. Kept out of
-    #: repr (it may hold a password); prefer a ``${VAR}`` reference or PROMPTUI_DSN.
-    dsn: str | None = Field(default=None, repr=False)
-    #: Whether the process takes back what the journal holds when it starts (``strict`` is
-    #: kept from earlier versions: the same as true, and it overrides ``on_damage``).
-    recover_on_start: bool | Literal["strict"] = True
-    #: A damaged SQLite journal at start: ``refuse`` (the default: the file stays untouched and
-    #: the start fails, naming ``promptui journal salvage PATH``) or ``start_fresh`` (for
-    #: availability: the file is moved aside, never deleted, a fresh journal starts, and the
-    #: room, status, /health and the log say what was left behind). Processes sharing a file
-    #: start fresh only if all of them say so.
-    on_damage: Literal["refuse", "start_fresh"] = "refuse"
-    #: A checkpoint after this many runs, or once this many entries followed the last one
-    #: (recovery reads the last checkpoint and what followed it: this bounds its cost).
-    checkpoint_every: int = Field(default=50, ge=1)
-    checkpoint_entries: int = Field(default=400, ge=1)
-    #: How long finished runs' entries are kept (``{max_age: "7d", keep_runs: 1000}``);
-    #: None (the default) keeps everything. SQLite only for now.
-    retention: RetentionConfig | None = None
+    level: Literal["none", "checkpoint", "full"] = Field(default="checkpoint", description=(
+        "none: no journal; checkpoint: events, runs, their steps and state checkpoints, "
+        "enough to recover, replay and rewind; full: also each event's payload, every step "
+        "as its own entry and the prompts the model was shown (an audit trail)."))
+    backend: Literal["sqlite", "memory", "postgres"] = Field(default="sqlite", description=(
+        "sqlite (also written 'file'): a file on disk, the default; memory: lost when the "
+        "program ends (tests); postgres: the scale-out database dsn names."))
+    path: str = Field(default=".promptui/journal.db", description=(
+        "sqlite: the journal file, relative to the folder the runtime runs in; a folder "
+        "holds it as journal.db. Processes may share one file."))
+    # Kept out of repr: it may hold a password.
+    dsn: str | None = Field(default=None, repr=False, description=(
+        "postgres: a libpq DSN, 'postgresql://user@host/db' or 'host=... dbname=...'; "
+        "default: $PROMPTUI_DSN. Prefer a ${VAR} reference to a password in the file."))
+    recover_on_start: bool | Literal["strict"] = Field(default=True, description=(
+        "Take back at start what the journal holds for this process: its context state, "
+        "conversation, counters and queued events. 'strict' is kept from earlier versions: "
+        "the same as true, and it overrides on_damage."))
+    on_damage: Literal["refuse", "start_fresh"] = Field(default="refuse", description=(
+        "A damaged SQLite journal at start: refuse (the file stays untouched and the start "
+        "fails, naming 'promptui journal salvage PATH') or start_fresh (the file is moved "
+        "aside, never deleted, a fresh journal starts, and the room, status, /health and the "
+        "log say what was left behind). Processes sharing a file start fresh only if all of "
+        "them say so."))
+    checkpoint_every: int = Field(default=50, ge=1, description=(
+        "A checkpoint after this many runs (recovery reads the last checkpoint and what "
+        "followed it: this bounds its cost)."))
+    checkpoint_entries: int = Field(default=400, ge=1, description=(
+        "A checkpoint once this many entries followed the last one."))
+    retention: RetentionConfig | None = Field(default=None, description=(
+        "How long finished runs' entries are kept, e.g. {max_age: 7d, keep_runs: 1000}; "
+        "not set: everything is kept. SQLite only for now."))
 
     @field_validator("backend", mode="before")
     @classmethod

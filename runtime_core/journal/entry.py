@@ -8,6 +8,11 @@ from typing import Any
 
 
 class EntryType:
+    """The ``entry_type`` strings a journal holds, as constants: state transitions, events
+    accepted, runs and their steps (model usage, tool intent and result), context updates,
+    checkpoints, dead letters, restarts, rewinds, forks, incidents and the rest. Plain
+    strings, so an entry of a type a newer version writes still reads."""
+
     STATE_TRANSITION = "state_transition"
     EVENT_ACCEPTED = "event_accepted"
     RUN_STARTED = "run_started"

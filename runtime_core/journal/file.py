@@ -19,6 +19,11 @@ FILE_NAME = "journal.db"
 
 
 class FileJournal(SQLiteJournal):
+    """The spec's name for the durable on-disk journal, for code written against the
+    reference runtime: ``FileJournal(base_path=".promptise/journal")`` is a SQLiteJournal on
+    ``journal.db`` inside ``base_path`` (or ``base_path`` itself when it names a ``.db``
+    file), with all its guarantees, that opens itself on first use."""
+
     def __init__(self, base_path: str | Path = ".promptui/journal", **options: Any) -> None:
         base = Path(base_path)
         super().__init__(base if base.suffix == ".db" else base / FILE_NAME, **options)

@@ -60,6 +60,10 @@ def to_json(value: Any, where: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ReadFilter:
+    """Which entries ``JournalProvider.read`` returns: of one process, type or run; after or
+    before a seq; after or at-or-before a time; whose data contains a text (any case); at most
+    ``limit``, oldest first unless ``newest_first``."""
+
     process: str | None = None
     entry_type: str | None = None
     run_id: str | None = None
@@ -74,6 +78,9 @@ class ReadFilter:
 
 @dataclass(frozen=True, slots=True)
 class StoredDeadLetter:
+    """A dead letter as the journal keeps it: the event (as a dict), the reason, the error,
+    how many attempts it had, and when it was dead-lettered."""
+
     event: dict[str, Any]
     reason: str
     error: str
@@ -83,6 +90,9 @@ class StoredDeadLetter:
 
 @dataclass(frozen=True, slots=True)
 class OpenRun:
+    """A run the journal shows as started and not finished (``running`` or ``waiting``): what
+    recovery takes back after a crash or a shutdown."""
+
     run_id: str
     event_id: str
     attempt: int
@@ -92,6 +102,13 @@ class OpenRun:
 
 @runtime_checkable
 class JournalProvider(Protocol):
+    """What every journal backend offers (SQLiteJournal, PostgresJournal, InMemoryJournal):
+    an append-only log of JournalEntry per process name, numbered 1, 2, 3... by the journal.
+    ``append`` returns once the entry is durable and entries commit in submission order;
+    reads never wait for the writer. Besides plain reads, it answers what recovery needs:
+    the last checkpoint, the events still queued, the dead letters, the runs left open, and
+    the delivery ids already taken."""
+
     async def open(self) -> None: ...
 
     def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:

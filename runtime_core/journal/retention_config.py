@@ -52,9 +52,14 @@ class RetentionConfig(StrictModel):
     dead letters, incidents or the delivery index need is ever removed, and a restart gives
     back the same conversation (the runs it reads are kept whatever the limits)."""
 
-    max_age: Annotated[float, Field(gt=0)] | None = None
-    keep_runs: Annotated[int, Field(ge=1)] | None = None
-    every: Annotated[float, Field(gt=0)] = DEFAULT_EVERY
+    max_age: Annotated[float, Field(gt=0)] | None = Field(default=None, description=(
+        "Runs that finished longer ago than this go: seconds, or '90s', '30m', '12h', '7d', "
+        "'2w'."))
+    keep_runs: Annotated[int, Field(ge=1)] | None = Field(default=None, description=(
+        "Only the newest this many finished runs are kept."))
+    every: Annotated[float, Field(gt=0, description=(
+        "How often the background pass runs: seconds, or a duration like '5m'."))
+                     ] = DEFAULT_EVERY
 
     @field_validator("max_age", "every", mode="before")
     @classmethod

@@ -62,6 +62,12 @@ def fold_context(state: dict[str, Any], entry: JournalEntry) -> None:
 
 
 class RewindEngine:
+    """Rewind over a journal: the state a process had just before an entry, and the plan that
+    shows what going back there changes (context keys before and after, conversation
+    messages dropped, writes already made that cannot be undone). It never edits history:
+    applying a rewind appends a ``rewind`` entry with the restored state. A process's own
+    ``rewind_plan()`` and ``rewind()`` use it."""
+
     def __init__(self, journal: JournalProvider) -> None:
         self.journal = journal
 

@@ -12,6 +12,11 @@ RedactValue = Callable[[Any], Any]
 
 
 class RewindMode(str, Enum):
+    """What a rewind rolls back to just before the chosen entry: ``both`` (context state and
+    conversation), ``conversation_only``, ``code_only`` (the context state only),
+    ``summarize`` (keeps everything and adds a summary message of the skipped interval) or
+    ``cancel`` (a preview: nothing changes)."""
+
     BOTH = "both"  # context state and conversation
     CONVERSATION_ONLY = "conversation_only"
     CODE_ONLY = "code_only"  # context state only
@@ -45,6 +50,11 @@ class OutsideEffect:
 
 @dataclass(frozen=True, slots=True)
 class RewindPlan:
+    """What rewinding a process to just before an entry would change, computed without changing
+    anything: the entries affected, the context keys before and after, the conversation
+    messages dropped (with a preview), and the writes to the outside world after the target,
+    which stay done. ``not_rolled_back`` says what a rewind never touches."""
+
     process: str
     target_entry_id: str
     target_seq: int
@@ -71,6 +81,9 @@ class RewindPlan:
 
 @dataclass(frozen=True, slots=True)
 class RewindResult:
+    """A rewind applied: its plan, the id of the ``rewind`` entry that records it (empty for
+    ``cancel``), when, and the context state and conversation it restored."""
+
     plan: RewindPlan
     rewind_entry_id: str  # "" for mode cancel (nothing applied)
     applied_at: float

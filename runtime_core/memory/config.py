@@ -19,13 +19,25 @@ class MemoryConfig(StrictModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    provider: MemoryKind = "none"
-    path: str | None = None  # sqlite only; default: beside the journal, else .promptui/memory.db
-    tools: bool = True  # offer remember / recall / forget to the agent
-    auto_inject: bool = False  # put the best matches for the trigger in each run's prompt
-    inject_limit: Annotated[int, Field(ge=1, le=20)] = 3
-    min_score: Annotated[float, Field(ge=0, le=1)] = 0.0  # share of the query's words matched
-    inject_timeout: Annotated[float, Field(gt=0, le=60)] = 5.0  # a slow store never stalls a run
+    provider: MemoryKind = Field(default="none", description=(
+        "none: no long-term memory; in_memory: lost when the process object goes; sqlite: a "
+        "file that outlives restarts."))
+    path: str | None = Field(default=None, description=(
+        "sqlite only: the memory file; default: beside the journal, else "
+        ".promptui/memory.db."))
+    tools: bool = Field(default=True, description=(
+        "Offer the agent remember, recall and forget tools."))
+    auto_inject: bool = Field(default=False, description=(
+        "Put the memories that best match the event in each run's prompt (needs a "
+        "provider)."))
+    inject_limit: Annotated[int, Field(ge=1, le=20, description=(
+        "The most memories auto_inject puts in a prompt (also written max)."))] = 3
+    min_score: Annotated[float, Field(ge=0, le=1, description=(
+        "The least share of the query's words a memory must match to be injected."))] = 0.0
+    # a slow store never stalls a run
+    inject_timeout: Annotated[float, Field(gt=0, le=60, description=(
+        "Seconds the search for auto_inject may take; past it the run goes on without "
+        "(also written timeout)."))] = 5.0
 
     @model_validator(mode="before")
     @classmethod

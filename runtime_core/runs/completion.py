@@ -35,9 +35,14 @@ class _Strict(StrictModel):
 class VerificationRule(_Strict):
     """A read whose result verifies the latest earlier action of ``verifies``."""
 
-    tool: Annotated[str, Field(min_length=1)]
-    verifies: Annotated[str, Field(min_length=1)] = "*"  # an action tool's name, or any write
-    passed: str = "true"  # filter language over ``result`` (the parsed tool result)
+    tool: Annotated[str, Field(min_length=1)] = Field(description=(
+        "The read tool whose result verifies."))
+    # an action tool's name, or any write
+    verifies: Annotated[str, Field(min_length=1)] = Field(default="*", description=(
+        "The action tool it verifies (its latest earlier successful call); '*': any write."))
+    passed: str = Field(default="true", description=(
+        "An expression over result (the read's parsed result) that must hold, e.g. "
+        "'result.status == \"success\"'."))
 
     @field_validator("passed")
     @classmethod
@@ -49,9 +54,17 @@ class VerificationRule(_Strict):
 
 
 class CompletionConfig(_Strict):
-    evaluator: Annotated[str, Field(min_length=1)] = "solution"
-    actions: list[str] = Field(default_factory=list)  # which writes count (default: any)
-    verifications: list[VerificationRule] = Field(default_factory=list)
+    """A profile's completion contract: the evidence a run needs to succeed. Without it the
+    run waits (missing completion evidence) for an operator to supply it."""
+
+    evaluator: Annotated[str, Field(min_length=1)] = Field(default="solution", description=(
+        "final_reply (any final answer completes), solution (a solution artifact a tool "
+        "declared), action_with_verification (an action and a verification linked to it), a "
+        "name given to register_evaluator, or 'package.module:function'."))
+    actions: list[str] = Field(default_factory=list, description=(
+        "The write tools whose calls count as actions; empty: any write."))
+    verifications: list[VerificationRule] = Field(default_factory=list, description=(
+        "Reads whose results verify an action."))
 
     @field_validator("evaluator")
     @classmethod
@@ -66,9 +79,13 @@ class CompletionConfig(_Strict):
 class ProfileConfig(_Strict):
     """What a run executes: a named, versioned profile and its completion contract."""
 
-    name: str | None = None  # default: the process name
-    version: str | None = None  # default: a digest of the effective configuration
-    completion: CompletionConfig = Field(default_factory=CompletionConfig)
+    name: str | None = Field(default=None, description=(
+        "The profile's name; default: the process name."))
+    version: str | None = Field(default=None, description=(
+        "Its version; default: a digest of the effective configuration (a change of "
+        "configuration is a new version)."))
+    completion: CompletionConfig = Field(default_factory=CompletionConfig, description=(
+        "The evidence a run needs to succeed."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +110,10 @@ class Artifact:
 
 @dataclass(frozen=True, slots=True)
 class CompletionEvidence:
+    """What a completion evaluator judges a run by: its final ``reply`` and the
+    ``artifacts`` it made (actions, verifications, solutions...), with the profile's
+    completion settings."""
+
     run_id: str
     reply: str
     artifacts: tuple[Artifact, ...]
@@ -106,6 +127,9 @@ class CompletionEvidence:
 
 @dataclass(frozen=True, slots=True)
 class CompletionVerdict:
+    """A completion evaluator's answer: ``satisfied``, or what evidence is ``missing`` (shown
+    to the operator while the run waits for it)."""
+
     satisfied: bool
     missing: str = ""  # what evidence is missing, for the operator
 

@@ -16,7 +16,11 @@ __all__ = ["CompletionConfig", "ProfileConfig", "RunBudgetConfig", "Verification
 class RunBudgetConfig(StrictModel):
     """Per-run limits, each checked on its own. ``None`` means unlimited."""
 
-    max_seconds: Annotated[float, Field(gt=0)] | None = 300.0
-    max_model_calls: Annotated[int, Field(ge=1)] | None = 25
-    max_tool_calls: Annotated[int, Field(ge=0)] | None = 50
-    max_output_chars: Annotated[int, Field(ge=1)] | None = 100_000
+    max_seconds: Annotated[float, Field(gt=0)] | None = Field(default=300.0, description=(
+        "Seconds a run may take; past it the run fails with reason budget."))
+    max_model_calls: Annotated[int, Field(ge=1)] | None = Field(default=25, description=(
+        "Model calls a run may make."))
+    max_tool_calls: Annotated[int, Field(ge=0)] | None = Field(default=50, description=(
+        "Tool calls a run may make."))
+    max_output_chars: Annotated[int, Field(ge=1)] | None = Field(default=100_000, description=(
+        "Characters of model output a run may produce."))

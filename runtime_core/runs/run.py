@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 
 
 class RunState(str, enum.Enum):
+    """A run's state (spec: run lifecycle): ``queued``, ``running``, ``waiting`` (an operator
+    must reconcile a write whose outcome is unknown, or supply missing completion evidence),
+    and the terminal ``succeeded`` (its completion contract was met), ``failed`` (with a
+    FailureReason) and ``cancelled``. A terminal run is never reopened."""
+
     QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
@@ -63,6 +68,11 @@ class StepRecord:
 
 @dataclass(slots=True)
 class Run:
+    """One bounded execution of a process for one event (spec: run lifecycle): its state and
+    why, the steps it took (model turns and tool calls), its counters against the run budget,
+    the artifacts it made as completion evidence and, while ``waiting``, why and where it
+    would continue."""
+
     process: str
     event: TriggerEvent
     attempt: int = 1

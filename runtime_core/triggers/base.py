@@ -26,6 +26,10 @@ def _utc_now() -> datetime:
 
 @dataclass(slots=True)
 class TriggerEvent:
+    """One event a trigger fired (or ``inject`` queued): which trigger and type, its
+    ``payload``, a unique ``event_id``, when (UTC), and ``metadata``. A run is the agent's
+    answer to one event."""
+
     trigger_id: str
     trigger_type: str = ""
     payload: Any = field(default_factory=dict)

@@ -68,39 +68,74 @@ _REQUIRED = {"cron": "cron_expression", "interval": "seconds", "file_watch": "wa
 
 
 class TriggerConfig(StrictModel):
-    """One trigger. Only the fields of the trigger type named in ``type`` may be set."""
+    """One trigger of a process: what makes it run. Only the fields of the trigger type
+    named in ``type`` may be set, and the whole trigger is checked when it loads."""
 
-    type: str
-    filter_expression: str | None = None
+    type: str = Field(description=(
+        "cron, interval, webhook, file_watch, event, message, manual, or a type registered "
+        "with register_trigger_type (imported through the manifest's plugins)."))
+    filter_expression: str | None = Field(default=None, description=(
+        "Only events for which this expression over the event is true run, e.g. "
+        "'payload.severity in [\"high\", \"critical\"]'; the others are counted as "
+        "filtered (a webhook answers 200 ignored)."))
     # cron
-    cron_expression: str | None = None
-    timezone: str | None = None
+    cron_expression: str | None = Field(default=None, description=(
+        "cron: five fields, minute to weekday, e.g. '*/5 * * * *' (required)."))
+    timezone: str | None = Field(default=None, description=(
+        "cron: the IANA time zone the expression is read in, e.g. 'Europe/Paris'; default "
+        "UTC."))
     # interval
-    seconds: Annotated[float, Field(gt=0)] | None = None
+    seconds: Annotated[float, Field(gt=0)] | None = Field(default=None, description=(
+        "interval: seconds between events (required)."))
     # webhook
-    webhook_path: str = "/webhook"
-    webhook_port: Annotated[int, Field(ge=0, le=65535)] = 9090
-    webhook_host: str = "127.0.0.1"
-    signature_scheme: str = "promptui"  # promptui, github, stripe, slack, standard
+    webhook_path: str = Field(default="/webhook", description=(
+        "webhook: the path POSTs arrive on; /health is the server's own."))
+    webhook_port: Annotated[int, Field(ge=0, le=65535, description=(
+        "webhook: the port; triggers on the same host and port share one server, 0 gives "
+        "this one a free port of its own."))] = 9090
+    webhook_host: str = Field(default="127.0.0.1", description=(
+        "webhook: the address to listen on; keep it loopback behind a reverse proxy."))
+    signature_scheme: str = Field(default="promptui", description=(
+        "webhook: how hmac_secret is checked: promptui, github, stripe, slack or standard "
+        "(Standard Webhooks)."))
     # one secret, or several while rotating (``["${NEW}", "${OLD}"]``): any of them may sign
     # (after signature_scheme: its check needs the scheme)
-    hmac_secret: SecretStr | list[SecretStr] | None = None
-    signature_header: str | None = None  # the signature header's name, if not the scheme's
-    signature_tolerance: Annotated[int, Field(gt=0, le=MAX_SIGNATURE_TOLERANCE)] = 300
-    max_body_bytes: Annotated[int, Field(gt=0)] = 1_048_576
-    allowed_sources: list[str] | None = None  # CIDRs (or addresses) that may post; others 403
+    hmac_secret: SecretStr | list[SecretStr] | None = Field(default=None, description=(
+        "webhook: the secret the sender signs with (write it as '${VAR}'), or a list of them "
+        "while rotating, any of which may sign; unsigned requests are then refused with 401."))
+    signature_header: str | None = Field(default=None, description=(
+        "webhook: the signature header's name, when the sender does not use the scheme's "
+        "own."))
+    signature_tolerance: Annotated[int, Field(gt=0, le=MAX_SIGNATURE_TOLERANCE, description=(
+        "webhook: seconds a signed timestamp may be old (every scheme but github signs "
+        "one); older requests are refused as replays."))] = 300
+    max_body_bytes: Annotated[int, Field(gt=0, description=(
+        "webhook: the largest body accepted; a larger one gets 413."))] = 1_048_576
+    allowed_sources: list[str] | None = Field(default=None, description=(
+        "webhook: the networks (CIDR) or addresses that may post; others get 403. Not set: "
+        "anyone who can reach the port."))
     # file_watch
-    watch_path: str | None = None
-    patterns: list[str] = Field(default_factory=lambda: ["*"])
-    recursive: bool = True
-    debounce: Annotated[float, Field(ge=0)] = 0.5
-    watch_events: list[str] = Field(default_factory=lambda: list(FILE_WATCH_CHANGES))
+    watch_path: str | None = Field(default=None, description=(
+        "file_watch: the folder to watch (created if missing; required)."))
+    patterns: list[str] = Field(default_factory=lambda: ["*"], description=(
+        "file_watch: file name patterns (fnmatch, e.g. '*.pdf') an event must match."))
+    recursive: bool = Field(default=True, description="file_watch: watch the folders below too.")
+    debounce: Annotated[float, Field(ge=0, description=(
+        "file_watch: seconds a burst of changes is gathered for, before one event per "
+        "file."))] = 0.5
+    watch_events: list[str] = Field(default_factory=lambda: list(FILE_WATCH_CHANGES),
+                                    description=(
+        "file_watch: the changes that make events: added, modified, deleted."))
     # event / message
-    event_type: str | None = None
-    event_source: str | None = None
-    topic: str | None = None
+    event_type: str | None = Field(default=None, description=(
+        "event: the event type on the runtime's bus to run on (required)."))
+    event_source: str | None = Field(default=None, description=(
+        "event: only events emitted by this source (a process name)."))
+    topic: str | None = Field(default=None, description=(
+        "message: the broker topic to run on (required)."))
     # a custom trigger type (register_trigger_type): its own settings, as JSON data
-    custom_config: dict[str, Any] = Field(default_factory=dict)
+    custom_config: dict[str, Any] = Field(default_factory=dict, description=(
+        "A registered custom type: its own settings, as JSON data."))
     # The ``${VAR}`` references hmac_secret was written with in a manifest (its value is read
     # when the manifest loads), so the config can be saved as a manifest without the value.
     _secret_references: tuple[str, ...] | None = PrivateAttr(default=None)

@@ -10,17 +10,15 @@ import re
 import shlex
 import shutil
 import sqlite3
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.ports import free_port
+from tests.helpers.tmux import Tmux, private_tmux
 
 PROCESS = "flaky-deployer"  # fails every other build: dead letters after a few seconds
 WIDTH, HEIGHT = 80, 24
@@ -33,60 +31,10 @@ pytestmark = [
 ]
 
 
-class Tmux:
-    """One detached session on a private tmux server (its own socket, no config file): the
-    operator's tmux is never touched, and killing the server ends everything we started."""
-
-    def __init__(self, socket_path: Path, session: str) -> None:
-        self.base = ["tmux", "-S", str(socket_path), "-f", "/dev/null"]
-        self.session = session
-        self.started = time.monotonic()
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=10,
-                              check=check)
-
-    def start(self, cwd: Path, command: str) -> None:
-        self.run("new-session", "-d", "-s", self.session, "-x", str(WIDTH), "-y", str(HEIGHT),
-                 "-c", str(cwd), command)
-
-    def keys(self, *keys: str, literal: bool = False) -> None:
-        self.run("send-keys", "-t", self.session, *(["-l"] if literal else []), *keys)
-
-    def screen(self, *, joined: bool = False) -> str:
-        """The pane's text; ``joined``: lines the terminal wrapped are joined back."""
-        result = self.run("capture-pane", "-p", *(["-J"] if joined else []), "-t",
-                          self.session, check=False)
-        return result.stdout if result.returncode == 0 else ""
-
-    def alive(self) -> bool:
-        return self.run("has-session", "-t", self.session, check=False).returncode == 0
-
-    def expect(self, what: str, condition: Callable[[str], bool], cap: float = 20.0) -> str:
-        """Poll the pane until ``condition(screen)`` holds; fail with the last screen."""
-        until = min(time.monotonic() + cap, self.started + DEADLINE)
-        screen = ""
-        while time.monotonic() < until:
-            screen = self.screen()
-            if condition(screen):
-                return screen
-            time.sleep(0.2)
-        pytest.fail(f"timed out waiting for {what}; the screen was:\n{screen}")
-
-    def kill(self) -> None:
-        subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=10)
-
-
 @pytest.fixture
 def tmux() -> Iterator[Tmux]:
-    # A short private directory: a unix socket path must stay under ~100 bytes.
-    home = Path(tempfile.mkdtemp(prefix="pui-tmux-"))
-    session = Tmux(home / "sock", f"promptui-e2e-{uuid.uuid4().hex[:12]}")
-    try:
+    with private_tmux(width=WIDTH, height=HEIGHT, deadline=DEADLINE) as session:
         yield session
-    finally:
-        session.kill()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def dead_count(screen: str, process: str) -> int | None:

@@ -34,19 +34,29 @@ class _Strict(StrictModel):
 
 
 class _ServerBase(_Strict):
-    timeout: Annotated[float, Field(gt=0, le=300)] = 15.0  # connect + list tools
+    timeout: Annotated[float, Field(gt=0, le=300, description=(
+        "Seconds to connect and list the server's tools."))] = 15.0
     # One tool call, waiting for a lost link to come back included. A write that times out
     # parks its run (its outcome is unknown); a read is reported interrupted.
-    call_timeout: Annotated[float, Field(gt=0, le=86_400)] = 60.0
-    tool_prefix: str = ""  # prepended to every tool name, to keep two servers' tools apart
+    call_timeout: Annotated[float, Field(gt=0, le=86_400, description=(
+        "Seconds one tool call may take (waiting for a lost link included); a write that "
+        "times out parks its run (outcome unknown), a read is reported interrupted."))] = 60.0
+    tool_prefix: str = Field(default="", description=(
+        "Prepended to every tool name of the server, to keep two servers' tools apart (up to "
+        "32 letters, digits, '_' or '-')."))
     # A server may ask the operator a question during a tool call (elicitation/create); the run
     # waits for the answer, up to elicitation_timeout, then the answer is "cancel". False: the
     # capability is not declared, so the server does not ask.
-    elicitation: bool = True
-    elicitation_timeout: Annotated[float, Field(gt=0, le=86_400)] = 600.0
+    elicitation: bool = Field(default=True, description=(
+        "Let the server ask the operator a question during a tool call (the run waits for "
+        "the answer); false: the capability is not declared."))
+    elicitation_timeout: Annotated[float, Field(gt=0, le=86_400, description=(
+        "Seconds a question waits for its answer; then the answer is 'cancel'."))] = 600.0
     # A server may ask the process's own model for a completion (sampling/createMessage),
     # counted against the run's model-call budget. False: the capability is not declared.
-    sampling: bool = True
+    sampling: bool = Field(default=True, description=(
+        "Let the server ask the process's model for a completion (counted against the run's "
+        "model calls); false: the capability is not declared."))
 
     @model_validator(mode="after")
     def _prefix_shape(self) -> _ServerBase:
@@ -58,20 +68,29 @@ class _ServerBase(_Strict):
 class StdioServerConfig(_ServerBase):
     """A server the runtime starts as a child process and talks to over stdin/stdout."""
 
-    type: Literal["stdio"] = "stdio"
-    command: Annotated[str, Field(min_length=1)]
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)  # added to a minimal safe environment
-    cwd: str | None = None  # default: the folder the runtime runs in
+    type: Literal["stdio"] = Field(default="stdio", description=(
+        "stdio (may be left out when command is given)."))
+    command: Annotated[str, Field(min_length=1)] = Field(description=(
+        "The program to start, e.g. 'npx' or 'python' (the Python promptui runs on)."))
+    args: list[str] = Field(default_factory=list, description="Its arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description=(
+        "Environment variables added to a minimal safe environment; ${VAR} references are "
+        "read when the server starts."))
+    cwd: str | None = Field(default=None, description=(
+        "The folder it starts in; default: the folder the runtime runs in."))
 
 
 class HttpServerConfig(_ServerBase):
     """A server reached over MCP streamable HTTP."""
 
-    type: Literal["http"]
-    url: Annotated[str, Field(min_length=1)]
-    headers: dict[str, str] = Field(default_factory=dict)
-    bearer_token: str | None = None  # sent as "Authorization: Bearer <token>"
+    type: Literal["http"] = Field(description="http (may be left out when url is given).")
+    url: Annotated[str, Field(min_length=1)] = Field(description=(
+        "The server's MCP endpoint, e.g. http://127.0.0.1:8000/mcp."))
+    headers: dict[str, str] = Field(default_factory=dict, description=(
+        "HTTP headers sent with every request; ${VAR} references are read when it "
+        "connects."))
+    bearer_token: str | None = Field(default=None, description=(
+        "Sent as 'Authorization: Bearer <token>'; write it as a ${VAR} reference."))
 
     @model_validator(mode="after")
     def _url_shape(self) -> HttpServerConfig:

@@ -63,6 +63,13 @@ AsyncConn = psycopg.AsyncConnection[Any]
 
 
 class PostgresJournal(SqlReads):
+    """The scale-out journal: the SQLite journal's semantics on PostgreSQL, for nodes of a
+    cluster sharing one database. Appends are batched into one transaction per commit and
+    acknowledged only once committed; a lost connection is a degraded state the writer
+    heals by reconnecting and retrying the same batch. With ``fence=(process, epoch)`` every
+    batch proves its node still owns the process, else the journal refuses to write
+    (JournalFenced). The DSN's password is never shown: ``path`` is the DSN redacted."""
+
     MARK = "%s"
     NO_LIMIT = None  # LIMIT NULL: no limit
     PROCESS_ORDER = 'process COLLATE "C"'  # code point order, as the other backends sort

@@ -54,6 +54,12 @@ def _acceptance_first(item: PendingAppend) -> int:
 
 
 class SQLiteJournal(SqlReads):
+    """The embedded journal, the default: one SQLite file (WAL, ``synchronous=FULL``) that any
+    number of processes may share, written by one thread that group-commits, so an
+    acknowledged entry is on disk and many appends cost one fsync. Reads use a second
+    connection and never wait for the writer. A damaged file is refused at open (or moved
+    aside with ``start_fresh``), never glued onto; ``promptui journal salvage`` rescues it."""
+
     SELECT_ENTRIES = SELECT_ENTRIES
     read_sql = staticmethod(read_sql)
     row_to_entry = staticmethod(row_to_entry)
