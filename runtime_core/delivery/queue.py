@@ -291,15 +291,21 @@ class Delivery:
                 error=letter.error, attempts=letter.attempts))
         self._depth_changed()
 
-    def schedule_retry(self, event: TriggerEvent, delay: float, can_accept: Callable[[], str | None]
-                       ) -> None:
+    def schedule_retry(self, event: TriggerEvent, delay: float,
+                       can_accept: Callable[[], str | None],
+                       keeping: Callable[[], bool] = lambda: False) -> None:
         """Put ``event`` back on the queue after ``delay``. ``can_accept`` returns a dead-letter
-        reason when the process cannot take it any more."""
+        reason when the process cannot take it any more; while ``keeping()`` (a host's stop
+        that keeps the queue is draining) the retry goes back on the queue instead, behind the
+        closed gate, and is kept with it."""
 
         async def requeue() -> None:
             await self.clock.sleep(delay)
             self._retries.pop(event.event_id, None)
             refusal = can_accept()
+            if refusal is not None and keeping():
+                self.put_back(event, first=False)  # it had its place: kept, room or not
+                return
             if refusal is not None:
                 self.dead_letter(event, refusal, "", self._attempts.get(event.event_id, 0))
                 return

@@ -167,7 +167,8 @@ class Dispatch:
         if run.attempt <= delivery.max_retries:
             delay = min(delivery.retry_backoff_max,
                         delivery.retry_backoff * 2 ** (run.attempt - 1))
-            core.delivery.schedule_retry(run.event, delay, core.refusal)
+            core.delivery.schedule_retry(run.event, delay, core.refusal,
+                                         lambda: core.keeping_queue)
             return
         error = f"{run.reason}: {run.error}"
         core.delivery.dead_letter(run.event, DeadLetterReason.RETRIES_EXHAUSTED, error,

@@ -333,3 +333,35 @@ async def test_an_event_waiting_for_room_at_a_kept_stop_is_kept(tmp_path: Path) 
         assert again.get_process("worker").dead_letters == []
     finally:
         await again.close()
+
+
+async def test_a_retry_coming_due_during_a_kept_stops_drain_is_kept(tmp_path: Path) -> None:
+    """A failed run's retry comes due while a host's stop lets another run finish: it goes back
+    on the queue and is kept with it, never dead-lettered "process stopped"."""
+    fresh()
+    runtime = AgentRuntime()
+    journal = {"level": "checkpoint", "backend": "sqlite", "path": str(tmp_path / "j.db")}
+    runtime.add_process("worker", ProcessConfig(
+        model={"turns": [{"tool_calls": [{"name": "lookup", "args": {"key": "$payload.key"}}]},
+                         {"reply": "done"}],
+               "scripts": {"broken": [{"raise": "the target refused"}]},
+               "select": {"by_payload_field": "key"}},
+        trigger_delivery={"max_retries": 1, "retry_backoff": 0.3}, journal=journal),
+        tools=[tool(lookup, effect="read")])
+    process = runtime.get_process("worker")
+    await runtime.start_all()
+    try:
+        for event in events("broken", "hold"):
+            await process.inject(event)
+        await wait_for(lambda: calls == ["hold"] and process.status()["pending_retries"] == 1,
+                       what="a retry pending and a run in flight")
+        stopping = asyncio.ensure_future(process.stop(30, keep_queue=True))
+        await wait_for(lambda: process.status_snapshot().draining, what="the drain")
+        await wait_for(lambda: process.status()["pending_retries"] == 0,
+                       what="the retry coming due during the drain")
+        gates[-1].set()
+        await stopping
+        assert process.status()["dead_letter_count"] == 0
+        assert [e.event_id for e in process.queued_events()] == ["e-broken"]
+    finally:
+        await runtime.close()
