@@ -17,8 +17,9 @@ pytestmark = pytest.mark.slow
 def test_demo_runs_headless_and_stops_cleanly(tmp_path: Path) -> None:
     env = {**os.environ, "PROMPTUI_DEMO_DIR": str(tmp_path / "demo"),
            "PROMPTUI_DEMO_WEBHOOK_PORT": "0"}
-    result = subprocess.run(  # 10 s: the 3 s interval fires twice even after a slow start
-        [*promptui_command(), "demo", "--seconds", "10", "--json"],
+    result = subprocess.run(  # 14 s: the 3 s interval fires twice even after a start slowed
+        # by a loaded machine (10 s was not always enough under a full CI run)
+        [*promptui_command(), "demo", "--seconds", "14", "--json"],
         capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
     )
     assert result.returncode == 0, result.stderr
