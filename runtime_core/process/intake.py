@@ -72,16 +72,19 @@ class Intake:
         write and its place in the queue (neither lost nor dead-lettered half-accepted)."""
         core = self.core
         refusal = core.refusal()
-        kept = refusal == DeadLetterReason.PROCESS_STOPPED and core.keeping_queue \
-            and core.delivery.try_reserve()
+        kept = refusal == DeadLetterReason.PROCESS_STOPPED and core.keeping_queue
         if refusal is not None and not kept:
             handed_over()
             core.delivery.dead_letter(event, refusal, core.refusal_detail(), 0)
             return
-        if not kept:
+        if kept:  # room or not, as the stop's other leftovers: it runs at the next start
+            reserved = core.delivery.try_reserve()
+        else:
             await core.delivery.reserve()
+            reserved = True
         handed_over()
-        taking = asyncio.ensure_future(self._take_reserved(event))
+        taking = asyncio.ensure_future(self._take_reserved(event) if reserved
+                                       else self._keep_unreserved(event))
         try:
             await asyncio.shield(taking)
         except asyncio.CancelledError:
@@ -96,6 +99,14 @@ class Intake:
         if not await self._journal_reserved(event):
             return  # an occurrence of an open incident: recorded, no run
         await self._queue_reserved(event)
+
+    async def _keep_unreserved(self, event: TriggerEvent) -> None:
+        """An event arriving while a host's stop drains a full queue: journaled, then queued
+        past the queue's size behind the closed gate, so the stop keeps it."""
+        if not await self.journal_accepted(event):
+            return
+        self.core.delivery.put_back(event, first=False)
+        await self.announce_queued(event)
 
     async def accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
         """A push trigger (webhook) hands over an event and must answer its sender: only

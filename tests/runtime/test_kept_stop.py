@@ -319,8 +319,8 @@ async def test_an_event_waiting_for_room_at_a_kept_stop_is_kept(tmp_path: Path) 
         await wait_for(lambda: calls == ["hold-1"] and process.status()["queue_size"] == 1,
                        what="a run in flight and a full queue")
         kept = await runtime.shutdown()
-        assert kept["worker"]["dead_letters"] == 0
         assert process.dead_letters == []
+        assert kept["worker"]["dead_letters"] == 0
     finally:
         await runtime.close()
     gates[-1].set()
@@ -363,5 +363,40 @@ async def test_a_retry_coming_due_during_a_kept_stops_drain_is_kept(tmp_path: Pa
         await stopping
         assert process.status()["dead_letter_count"] == 0
         assert [e.event_id for e in process.queued_events()] == ["e-broken"]
+    finally:
+        await runtime.close()
+
+
+async def test_an_event_arriving_at_a_full_queue_during_a_kept_stops_drain_is_kept(
+        tmp_path: Path) -> None:
+    """The queue is full and a run in flight when a host's stop starts draining; a message
+    arriving then is kept past the queue's size (journaled, run once at the next start), as the
+    stop's other leftovers are, never dead-lettered "process stopped"."""
+    fresh()
+    runtime = AgentRuntime()
+    journal = {"level": "checkpoint", "backend": "sqlite", "path": str(tmp_path / "j.db")}
+    runtime.add_process("worker", ProcessConfig(
+        model={"turns": [{"tool_calls": [{"name": "lookup",
+                                          "args": {"key": "$payload.content.key"}}]},
+                         {"reply": "done"}]},
+        triggers=[{"type": "message", "topic": "work"}], queue_size=1, journal=journal),
+        tools=[tool(lookup, effect="read")])
+    process = runtime.get_process("worker")
+    await runtime.start_all()
+    try:
+        for key in ("hold-1", "second"):
+            process.broker.publish("work", {"key": key})
+        await wait_for(lambda: calls == ["hold-1"] and process.status()["queue_size"] == 1,
+                       what="a run in flight and a full queue")
+        stopping = asyncio.ensure_future(process.stop(30, keep_queue=True))
+        await wait_for(lambda: process.status_snapshot().draining, what="the drain")
+        process.broker.publish("work", {"key": "third"})
+        await wait_for(lambda: process.status()["queue_size"] == 2
+                       or process.status()["dead_letter_count"], what="the third's fate")
+        gates[-1].set()
+        await stopping
+        assert process.dead_letters == []
+        assert [e.payload["content"]["key"] for e in process.queued_events()] == ["second",
+                                                                                 "third"]
     finally:
         await runtime.close()
