@@ -150,6 +150,8 @@ class RunStep(RuntimeEvent):
     step_kind: str  # "model", "tool", "refused"
     name: str = ""
     detail: str = ""
+    input_tokens: int = 0  # a model step's usage (/metrics counts it by model)
+    output_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

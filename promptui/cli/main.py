@@ -60,6 +60,12 @@ def main_callback(
     if version:
         console.print(f"promptui {__version__}")
         raise typer.Exit()
+    # Traces of runs when OTEL_EXPORTER_OTLP_ENDPOINT is set (free otherwise: stdlib only);
+    # what was exported is flushed when the command ends.
+    from runtime_core.tracing import configure_from_env
+    flush = configure_from_env()
+    if flush is not None:
+        ctx.call_on_close(flush)
     if ctx.invoked_subcommand is None:
         ctx.invoke(ui, paths=None, journal=None, theme=None, read_only=None, no_mouse=False,
                    refresh=None, low_bandwidth=False)

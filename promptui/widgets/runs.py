@@ -61,6 +61,8 @@ def run_header(run: RunView) -> Text:
     text.append(f"run {run.run_id[:8]}", style="bold")
     text.append(f" · {run.trigger_type} · event {run.event_id[:8]} · attempt {run.attempt}",
                 style="dim")
+    if run.trace_id:  # whole: it is what a tracing backend is searched by
+        text.append(f"\n  trace {run.trace_id}", style="dim")
     return text
 
 

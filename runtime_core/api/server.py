@@ -27,6 +27,8 @@ from runtime_core.api import errors
 from runtime_core.api.error_shape import error_body
 from runtime_core.api.event_log import EventLog
 from runtime_core.api.guard import DEFAULT_MAX_BODY, Guard, is_loopback
+from runtime_core.api.metrics import Metrics
+from runtime_core.api.metrics_route import router as metrics_router
 from runtime_core.api.routes import router
 from runtime_core.control.local import LocalControl
 from runtime_core.http.guard import ConnectionGuard
@@ -72,6 +74,7 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
             yield
         finally:
             app.state.event_log.close()
+            app.state.metrics.detach()
             # The next start takes back what is queued or in flight; 'promptui serve' says how
             # much from these counts. A signal's drain may have shut down already.
             if getattr(app.state, "left", None) is None:
@@ -91,6 +94,11 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
     app.state.read_only = read_only or control.read_only
     errors.install(app)
     app.include_router(router)
+    # /metrics: counted from the notifier from now on (an app driven without its lifespan,
+    # as tests do over ASGI, counts too), read at scrape time from the runtime
+    app.state.metrics = Metrics(control.runtime, cluster)
+    app.state.metrics.attach(control.notifier)
+    app.include_router(metrics_router)
     if cluster is not None:
         from runtime_core.api.cluster_forward import ForwardToOwner
         from runtime_core.api.cluster_routes import router as cluster_router

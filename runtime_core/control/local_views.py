@@ -52,7 +52,7 @@ def _run_view(run: Run) -> RunView:
                    run.finished_at, run.waiting_reason, run.write_in_flight,
                    tuple(_step_view(s) for s in run.steps),
                    run.identity.to_dict() if run.identity is not None else {},
-                   run.config_changed, run.missing_evidence)
+                   run.config_changed, run.missing_evidence, run.trace_id)
 
 
 def redact_run(run: RunView, redact: Redact) -> RunView:

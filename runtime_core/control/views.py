@@ -81,6 +81,7 @@ class RunView:
     identity: dict[str, Any] = field(default_factory=dict)  # profile, goal, policy, digest...
     config_changed: str = ""  # "started -> now" digests when resumed under another config
     missing_evidence: str = ""  # why the completion evaluator is not satisfied yet
+    trace_id: str = ""  # its OpenTelemetry trace (32 hex digits) when runs are traced
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,11 +155,14 @@ class ProcessRecorder:
 
     # -- runs (the RunRecorder protocol of runtime_core.runs) -------------------------------------
     def run_started(self, run_id: str, event_id: str, attempt: int,
-                    identity: dict[str, Any] | None = None) -> None:
-        """Held until the run writes an entry that must wait, or folded into its end."""
+                    identity: dict[str, Any] | None = None, *, trace_id: str = "") -> None:
+        """Held until the run writes an entry that must wait, or folded into its end.
+        ``trace_id``: the OpenTelemetry trace of the run, when it is traced."""
         data: dict[str, Any] = {"event_id": event_id, "attempt": attempt}
         if identity is not None:
             data["identity"] = identity
+        if trace_id:
+            data["trace_id"] = trace_id
         self._held[run_id] = _HeldStart(data)
         if self.full:  # the audit level keeps every step as its own entry, in its own time
             self._write_start(run_id)
@@ -297,6 +300,8 @@ class ProcessRecorder:
             started: dict[str, Any] = {"attempt": held.start.get("attempt", 1)}
             if held.usage:
                 started["usage"] = held.usage
+            if held.start.get("trace_id"):
+                started["trace_id"] = held.start["trace_id"]
             identity = held.start.get("identity")
             if isinstance(identity, dict):
                 kept = self._profile_of(identity)

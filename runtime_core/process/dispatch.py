@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from runtime_core import crashpoints
+from runtime_core import crashpoints, tracing
 from runtime_core.delivery.dead_letters import DeadLetterReason
 from runtime_core.events import RunFinished, RunStarted
 from runtime_core.governance.hooks import HookEvent
@@ -41,24 +41,29 @@ class Dispatch:
         assert executor is not None
         resume: ResumePoint | None = None
         recovered = core.resume.pop(event.event_id, None)
-        if recovered is not None:  # a run a crash or an operator left half-way: continue it
-            run = recovered.run
-            run.state = RunState.QUEUED
-            resume = recovered.resume_point()
-        else:
-            if await self._refused(event, attempt):
-                return
-            run = self._new_run(event, attempt)
-        self._started(run)
-        try:
-            await executor.execute(run, resume)
-        except asyncio.CancelledError:
-            self._cancelled(run)
-            raise
-        if run.state is RunState.WAITING:  # no completion evidence, or a write's outcome unknown
-            await self._park(run)
+        if recovered is None and await self._refused(event, attempt):
             return
-        await self._settle(run)
+        with tracing.run_span(core.name, event.event_id, event.trigger_type,
+                              attempt) as traced:
+            if recovered is not None:  # a run a crash or an operator left half-way: go on
+                run = recovered.run
+                run.state = RunState.QUEUED
+                resume = recovered.resume_point()
+                run.trace_id = traced.trace_id or run.trace_id
+            else:
+                run = self._new_run(event, attempt, traced.trace_id)
+            traced.set("promptui.run.id", run.run_id)
+            self._started(run)
+            try:
+                await executor.execute(run, resume)
+            except asyncio.CancelledError:
+                self._cancelled(run)
+                raise
+            traced.outcome(run.state.value, run.reason, run.error)
+            if run.state is RunState.WAITING:  # no completion evidence, or a write unknown
+                await self._park(run)
+                return
+            await self._settle(run, traced)
 
     async def _refused(self, event: TriggerEvent, attempt: int) -> bool:
         """Refused, not failed: dead-lettered with no retry and no failure counted."""
@@ -82,14 +87,15 @@ class Dispatch:
                 return True
         return False
 
-    def _new_run(self, event: TriggerEvent, attempt: int) -> Run:
+    def _new_run(self, event: TriggerEvent, attempt: int, trace_id: str) -> Run:
         core = self.core
-        run = Run(core.name, event, attempt)
+        run = Run(core.name, event, attempt, trace_id=trace_id)
         if core.stamp is not None:  # frozen now: what this run executes
             run.identity = core.stamp.for_goal(render_event_message(event))
         if core.recorder is not None:
             core.recorder.run_started(run.run_id, event.event_id, attempt,
-                                      run.identity.to_dict() if run.identity else None)
+                                      run.identity.to_dict() if run.identity else None,
+                                      trace_id=trace_id)
         return run
 
     def _started(self, run: Run) -> None:
@@ -122,10 +128,11 @@ class Dispatch:
         delivery.dead_letter(run.event, delivery.cancel_reason, error, run.attempt)
         self._run_done(run)
 
-    async def _settle(self, run: Run) -> None:
+    async def _settle(self, run: Run, traced: tracing.RunSpan) -> None:
         core = self.core
         succeeded = run.state is RunState.SUCCEEDED
         durable = self.journal.record_run_end(run, event_done=succeeded)
+        traced.journal_commit(durable)
         crashpoints.reached("run_end_submitted")  # submitted: maybe not yet durable
         if crashpoints.armed("run_end") and core.recorder is not None:
             await core.recorder.journal.flush()  # the end is durable, its checkpoint is not

@@ -14,7 +14,7 @@ import json
 import time
 from typing import Any
 
-from runtime_core import crashpoints
+from runtime_core import crashpoints, tracing
 from runtime_core.agent.attachments import ATTACHMENTS_KEY, Attachment
 from runtime_core.agent.model import ModelRequest, ModelTurn, ToolCall, ToolSpec
 from runtime_core.context import Message
@@ -80,12 +80,15 @@ class RunExecutor:
     def tools(self) -> Any:
         return self.services.tools
 
-    def _emit_step(self, run: Run, step: StepRecord) -> None:
+    def _emit_step(self, run: Run, step: StepRecord, usage: ModelTurn | None = None) -> None:
         notifier = self.services.notifier
         if notifier.has_listeners:
             notifier.emit(RunStep(process=self.services.process, run_id=run.run_id,
                                   step=step.index, step_kind=step.kind, name=step.name,
-                                  detail=step.result[:200]))
+                                  detail=step.result[:200],
+                                  input_tokens=0 if usage is None else usage.usage.input_tokens,
+                                  output_tokens=0 if usage is None
+                                  else usage.usage.output_tokens))
 
     def _initial_messages(self, run: Run, memory: str | None) -> tuple[list[Message], Message]:
         s = self.services
@@ -246,7 +249,7 @@ class RunExecutor:
                                 :200],
                             duration_ms=(time.perf_counter() - t0) * 1000.0)
         run.steps.append(record)
-        self._emit_step(run, record)
+        self._emit_step(run, record, turn)
         limit = s.budget.max_output_chars
         if limit is not None and run.output_chars > limit:
             raise RunFailure(FailureReason.BUDGET, f"output budget of {limit} characters used up")
@@ -254,6 +257,12 @@ class RunExecutor:
 
     async def _call_model(self, request: ModelRequest, started: float) -> ModelTurn:
         remaining = time_left(self.services.budget.max_seconds, started)
+        with tracing.model_call_span(getattr(self.services.model, "name", "model")) as span:
+            turn = await self._timed_call(request, remaining, span)
+        return turn
+
+    async def _timed_call(self, request: ModelRequest, remaining: float | None,
+                          span: tracing.CallSpan) -> ModelTurn:
         try:
             async with asyncio.timeout(remaining):
                 turn = await self.services.model.complete(request)
@@ -268,4 +277,5 @@ class RunExecutor:
         if not isinstance(turn, ModelTurn):
             raise RunFailure(FailureReason.MODEL,
                              f"model returned {type(turn).__name__}, not a ModelTurn")
+        span.usage(turn.usage.input_tokens, turn.usage.output_tokens)
         return turn

@@ -97,6 +97,7 @@ class Run:
     missing_evidence: str = ""  # why the completion evaluator is not satisfied yet
     pending: ResumePoint | None = None  # where a waiting run (evidence, a write) would continue
     last_step: int = 0
+    trace_id: str = ""  # the OpenTelemetry trace of its execution, when traced
 
     @property
     def duration_ms(self) -> float:

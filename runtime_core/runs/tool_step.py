@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from runtime_core import crashpoints
+from runtime_core import crashpoints, tracing
 from runtime_core.agent.attachments import Attachment
 from runtime_core.agent.model import ToolCall
 from runtime_core.agent.tools import AgentTool, OutcomeUnknown, ToolContext
@@ -59,11 +59,19 @@ class ToolStep:
                   ) -> tuple[str, list[Attachment]]:
         """Run ``call`` as step ``step``; returns what the model reads back, and the binary
         content (images...) the tool returned with it."""
+        with tracing.tool_call_span(call.name, call.call_id, step) as span:
+            return await self._run(run, call, step, started, span)
+
+    async def _run(self, run: Run, call: ToolCall, step: int, started: float,
+                   span: tracing.CallSpan) -> tuple[str, list[Attachment]]:
         t0 = time.perf_counter()
         try:
             tool, args = await self._check(run, call, step)
         except _Refused as refused:
+            span.set("promptui.tool.outcome", "refused")
             return self._refusal(run, call, step, t0, str(refused)), []
+        span.set("promptui.tool.effect", tool.effect)
+        span.set("promptui.tool.idempotency_key", f"{run.run_id}:{step}")
         run.tool_calls += 1
         if self.s.watch_tool_call is not None:
             await self.s.watch_tool_call(call.name, args)
@@ -73,6 +81,7 @@ class ToolStep:
         try:
             ok, text = await self._invoke(run, call, step, started, tool, args, ctx)
         except WriteOutcomeUnknown as parked:  # shown on the run's steps; the run waits
+            span.set("promptui.tool.outcome", "unknown")
             record = StepRecord(step, "tool", name=call.name, args=call.args, ok=False,
                                 result=f"outcome unknown: {parked.unknown.cause}; the run "
                                 "waits for an operator to reconcile it",
@@ -83,6 +92,9 @@ class ToolStep:
         finally:
             reporter.close()
         text = await self._settle(run, call, step, t0, tool, args, ctx, ok, text)
+        span.set("promptui.tool.outcome", "ok" if run.steps[-1].ok else "error")
+        if not run.steps[-1].ok:
+            span.failed("the tool call failed")
         return text, list(ctx.attachments) if ok else []
 
     def _progress(self, run: Run, call: ToolCall, step: int) -> ProgressReporter:

@@ -36,6 +36,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from runtime_core.journal.commit_times import CommitTimes
 from runtime_core.journal.entry import JournalEntry
 from runtime_core.journal.faults import FaultState
 from runtime_core.journal.postgres.commit import PendingAppend, prepare, storable
@@ -108,6 +109,7 @@ class PostgresJournal(SqlReads):
         self._closed = False
         self.batches = 0
         self.committed = 0
+        self.commit_times = CommitTimes()  # each commit's duration, for /metrics
 
     # -- opening ----------------------------------------------------------------------------------
     @property
@@ -163,7 +165,7 @@ class PostgresJournal(SqlReads):
         self._writer = WriterTask(conn, connect=self._connect, settle=self._settle,
                                   faults=self.faults, scrub=self._scrub,
                                   max_batch=self.max_batch, name=f"journal-writer {self.path}",
-                                  fence=lambda: self.fence)
+                                  fence=lambda: self.fence, times=self.commit_times)
 
     def _connect_options(self) -> dict[str, Any]:
         return {"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout)),

@@ -20,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
 
+from runtime_core.journal.commit_times import CommitTimes
 from runtime_core.journal.faults import FIRST_RETRY, LAST_RETRY, FaultState, is_passing
 from runtime_core.journal.postgres.commit import (
     PendingAppend,
@@ -52,13 +54,15 @@ class WriterTask:
 
     def __init__(self, conn: AsyncConn | None, *, connect: Callable[[], Awaitable[AsyncConn]],
                  settle: Settle, faults: FaultState, scrub: Scrubber, max_batch: int,
-                 name: str, fence: Fence = lambda: None) -> None:
+                 name: str, fence: Fence = lambda: None,
+                 times: CommitTimes | None = None) -> None:
         self.conn: AsyncConn | None = conn
         self.connect = connect
         self.settle = settle  # (batch, None) once committed, or (batch, error)
         self.faults = faults
         self.scrub = scrub
         self.max_batch = max_batch
+        self.times = times if times is not None else CommitTimes()  # for /metrics
         self.fence = fence  # (process, epoch) its batches prove before they write, or None
         self.queue: collections.deque[PendingAppend] = collections.deque()
         self.failed: BaseException | None = None
@@ -106,6 +110,7 @@ class WriterTask:
         failures = 0
         while True:
             try:
+                began = time.perf_counter()
                 await self._commit(rows, unsure=failures > 0)
             except JournalError as exc:
                 return exc
@@ -124,6 +129,7 @@ class WriterTask:
                     async with asyncio.timeout(delay):
                         await self._stopping.wait()
                 continue
+            self.times.observe(time.perf_counter() - began)
             if failures:
                 self.faults.written()
             return None

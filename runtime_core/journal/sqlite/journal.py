@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from runtime_core.journal.commit_times import CommitTimes
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.faults import FaultState
 from runtime_core.journal.provider import (
@@ -98,6 +99,7 @@ class SQLiteJournal(SqlReads):
         self.read_only: JournalLocked | None = None
         self.batches = 0
         self.committed = 0
+        self.commit_times = CommitTimes()  # each commit's duration, for /metrics
         #: Retention of the processes that set one (``retain``), in the background while open.
         self.retention = BackgroundRetention(self.path, self.run_job,
                                              lambda: self.faults.reason is not None)
@@ -185,7 +187,8 @@ class SQLiteJournal(SqlReads):
             raise
         self._writer = WriterThread(conn, pids, path=self.path,
                                     loop=asyncio.get_running_loop(), settle=self._settle,
-                                    on_fault=self._on_fault, max_batch=self.max_batch)
+                                    on_fault=self._on_fault, max_batch=self.max_batch,
+                                    times=self.commit_times)
         self._reader = await connect_reader(self.path, self.busy_timeout_ms)
         self.retention.start()
 

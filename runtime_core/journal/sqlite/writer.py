@@ -31,10 +31,12 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runtime_core.journal.commit_times import CommitTimes
 from runtime_core.journal.faults import FIRST_RETRY, LAST_RETRY, is_passing
 from runtime_core.journal.sqlite.commit import PendingAppend, batch_rows, write_batch
 
@@ -77,7 +79,8 @@ class WriterThread:
 
     def __init__(self, conn: sqlite3.Connection, pids: dict[str, int], *, path: Path,
                  loop: asyncio.AbstractEventLoop, settle: Settle,
-                 on_fault: Callable[[BaseException | None], None], max_batch: int) -> None:
+                 on_fault: Callable[[BaseException | None], None], max_batch: int,
+                 times: CommitTimes | None = None) -> None:
         self.conn = conn
         self.pids = pids  # process_id -> small integer; touched only by this thread
         self.path = path
@@ -85,6 +88,7 @@ class WriterThread:
         self.settle = settle  # called on the loop: (batch, None) once committed, or (batch, exc)
         self.on_fault = on_fault  # called on the loop: (exc) when degraded, (None) when healed
         self.max_batch = max_batch
+        self.times = times if times is not None else CommitTimes()  # for /metrics
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.closing = threading.Event()
         self.caught_up = Signal()  # given by the loop once its ready work has run
@@ -207,6 +211,7 @@ class WriterThread:
         failures = 0
         while True:
             try:
+                began = time.perf_counter()
                 entry_rows, ops, heads = batch_rows(rows)
                 write_batch(self.conn, entry_rows, ops, heads, self.pids,
                             before_commit=self._hand_off)
@@ -218,6 +223,7 @@ class WriterThread:
                 self._call(self.on_fault, exc)
                 self.closing.wait(min(LAST_RETRY, FIRST_RETRY * 2.0 ** (failures - 1)))
                 continue
+            self.times.observe(time.perf_counter() - began)
             if failures:
                 self._call(self.on_fault, None)
             return None
