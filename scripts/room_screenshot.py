@@ -23,11 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import os
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +47,7 @@ from runtime_core.events import (  # noqa: E402
     RunWaiting,
 )
 from tests.helpers.scenes import NO_USER_THEMES, NOW, SceneControl, summary  # noqa: E402
+from tests.helpers.snapshots import utc_zone  # noqa: E402
 
 PICTURE = ROOT / "docs" / "images" / "room.svg"
 DEMO = ROOT / "demo_manifests"
@@ -216,25 +213,9 @@ class Capture:
     text: str
 
 
-@contextmanager
-def utc() -> Iterator[None]:
-    """TZ=UTC while drawing: the header and the feeds show local times."""
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = old
-        time.tzset()
-
-
 async def capture(size: tuple[int, int] = SIZE) -> Capture:
     """Draw the room on the demo scene at ``size``."""
-    with utc():
+    with utc_zone():
         app, clock = scene_room()
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
