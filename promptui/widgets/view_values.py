@@ -60,6 +60,8 @@ def step_value(step: StepView) -> dict[str, Any]:
 def run_value(run: RunView) -> dict[str, Any]:
     data = dataclasses.asdict(run)
     data["steps"] = [step_value(s) for s in run.steps]
+    if not run.trace_id:  # runs are not traced: an empty field says nothing
+        del data["trace_id"]
     return data
 
 
