@@ -16,25 +16,15 @@ import pytest
 
 from runtime_core.http.limits import ENV_BODY_TIMEOUT, ENV_MAX_CONNECTIONS, ENV_TRUSTED_PROXIES
 from tests.helpers.cli import finish_promptui
-from tests.helpers.serving import Served, start_serve
+from tests.helpers.serving import Served, hook_agent, start_serve
 
 pytestmark = pytest.mark.slow
 
 BODY_TIMEOUT = 1.0
-HOOK = """\
-version: "1.0"
-name: hook
-instructions: Do the task.
-model:
-  provider: scripted
-  turns:
-    - reply: Done.
-journal: {level: checkpoint}
-triggers:
-  - {type: webhook, webhook_host: 127.0.0.1, webhook_port: 0, webhook_path: /hook}
+HOOK = hook_agent("""\
   - {type: webhook, webhook_host: 127.0.0.1, webhook_port: 0, webhook_path: /office,
      allowed_sources: [10.0.0.0/8]}
-"""
+""")
 
 
 def _serve(folder: Path, *args: str) -> Served:

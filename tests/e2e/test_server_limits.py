@@ -31,23 +31,12 @@ from runtime_core.http.limits import (
 from runtime_core.http.log_throttle import RepeatFilter
 from tests.helpers.cli import promptui_command
 from tests.helpers.polling import poll
-from tests.helpers.serving import TOKEN, served
+from tests.helpers.serving import TOKEN, hook_agent, served
 
 FILE_LIMIT = 256
 IDLE = 300  # per server: more than the process may open
 HEADER_TIMEOUT = 1.5
-HOOK = """\
-version: "1.0"
-name: hook
-instructions: Do the task.
-model:
-  provider: scripted
-  turns:
-    - reply: Done.
-journal: {level: checkpoint}
-triggers:
-  - {type: webhook, webhook_host: 127.0.0.1, webhook_port: 0, webhook_path: /hook}
-"""
+HOOK = hook_agent()
 
 
 def _low_file_limit() -> None:  # in the child, before it opens anything

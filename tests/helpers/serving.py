@@ -105,6 +105,27 @@ journal: {level: checkpoint}
 """
 
 
+#: A served process with one scripted reply and a webhook on a free port at /hook; ``extra``
+#: adds trigger lines (indented as list items).
+HOOK_AGENT = """\
+version: "1.0"
+name: hook
+instructions: Do the task.
+model:
+  provider: scripted
+  turns:
+    - reply: Done.
+journal: {{level: checkpoint}}
+triggers:
+  - {{type: webhook, webhook_host: 127.0.0.1, webhook_port: 0, webhook_path: /hook}}
+{extra}"""
+
+
+def hook_agent(extra: str = "") -> str:
+    """HOOK_AGENT with ``extra`` trigger lines."""
+    return HOOK_AGENT.format(extra=extra)
+
+
 def write_agents(folder: Path, *, worker_names: tuple[str, ...] = ("worker",),
                  broken: bool = True, judge: bool = True) -> Path:
     agents = folder / "agents"
