@@ -1,5 +1,5 @@
 """``promptui logs`` and ``promptui journal ...``: read a process's journal (from the server, else
-the file) without changing it."""
+the file, or a cluster's PostgreSQL: journal_postgres) without changing it."""
 
 from __future__ import annotations
 
@@ -16,9 +16,16 @@ from rich.markup import escape
 
 from promptui.cli.journal_compact import journal_compact
 from promptui.cli.journal_import import journal_import
+from promptui.cli.journal_postgres import (
+    export_postgres,
+    journal_dsn,
+    logs_postgres,
+    verify_report,
+)
 from promptui.cli.journal_salvage import journal_salvage
 from promptui.cli.options import (
-    JOURNAL_OPTION,
+    CLUSTER_JOURNAL_OPTION,
+    JOURNAL_OR_DSN_OPTION,
     NAME_ARGUMENT,
     TOKEN_OPTION,
     URL_OPTION,
@@ -77,14 +84,16 @@ def logs(
                                           "(e.g. run_finished, tool_intent, dead_lettered)."),
     as_json: bool = json_option("One JSON object per line."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new entries."),
-    journal: Path = JOURNAL_OPTION,
+    journal: str = JOURNAL_OR_DSN_OPTION,
+    cluster: str | None = CLUSTER_JOURNAL_OPTION,
     url: str | None = URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
     """Show a process's journal entries, newest last.
 
     From the server given by --url or PROMPTUI_URL (or running here), else from the journal
-    file."""
+    file. With --cluster (or a DSN as --journal): from the cluster's PostgreSQL, read-only,
+    while its nodes run."""
     from runtime_core.control.offline import JournalError, check_entry_type, read_entries
 
     if entry_type is not None:
@@ -93,13 +102,19 @@ def logs(
         except ValueError as exc:
             raise fail(str(exc)) from None
     width = shutil.get_terminal_size((160, 24)).columns
-    target = server_for(url, token, journal)
+    dsn = journal_dsn(journal, cluster, url)
+    if dsn is not None:
+        logs_postgres(dsn, process, lines, entry_type, follow,
+                      lambda entries: _emit(entries, as_json, width))
+        return
+    target = server_for(url, token, Path(journal))
     if target is not None:
         _logs_from_server(target, process, lines, entry_type, as_json, follow, width)
         return
+    journal_path = Path(journal)
     try:
-        check_process(journal, process)
-        recent = read_entries(journal, process, entry_type=entry_type, limit=lines,
+        check_process(journal_path, process)
+        recent = read_entries(journal_path, process, entry_type=entry_type, limit=lines,
                               newest_first=True)
         recent.reverse()
         _emit(recent, as_json, width)
@@ -107,11 +122,11 @@ def logs(
             return
         last = recent[-1].seq if recent else 0
         if not recent:  # nothing of that type yet: follow from the current end
-            newest = read_entries(journal, process, limit=1, newest_first=True)
+            newest = read_entries(journal_path, process, limit=1, newest_first=True)
             last = newest[0].seq if newest else 0
         while True:
-            time.sleep(0.5)
-            new = read_entries(journal, process, entry_type=entry_type, since_seq=last)
+            time.sleep(FOLLOW_SECONDS)
+            new = read_entries(journal_path, process, entry_type=entry_type, since_seq=last)
             if new:
                 _emit(new, as_json, width)
                 last = new[-1].seq
@@ -177,16 +192,23 @@ async def _entries_after(control: RemoteControl, process: str, entry_type: str |
 @journal_app.command("export")
 def export(
     process: str = NAME_ARGUMENT,
-    journal: Path = JOURNAL_OPTION,
+    journal: str = JOURNAL_OR_DSN_OPTION,
+    cluster: str | None = CLUSTER_JOURNAL_OPTION,
 ) -> None:
-    """Write every entry of PROCESS as JSON lines to standard output."""
+    """Write every entry of PROCESS as JSON lines to standard output (from the journal file,
+    or with --cluster from the cluster's PostgreSQL)."""
     from runtime_core.control.offline import JournalError, read_entries
 
+    dsn = journal_dsn(journal, cluster)
+    if dsn is not None:
+        export_postgres(dsn, process, lambda entries: _emit(entries, True, 0))
+        return
+    path = Path(journal)
     try:
-        check_process(journal, process)
+        check_process(path, process)
         since = 0
         while True:  # in pages, so a long journal never sits in memory at once
-            page = read_entries(journal, process, since_seq=since, limit=5000)
+            page = read_entries(path, process, since_seq=since, limit=5000)
             if not page:
                 break
             _emit(page, True, 0)
@@ -196,19 +218,36 @@ def export(
 
 
 @journal_app.command("verify")
-def verify_command(journal: Path = JOURNAL_OPTION) -> None:
-    """Check the file, each process's chain of seqs, checksums and checkpoints."""
+def verify_command(
+    journal: str = JOURNAL_OR_DSN_OPTION,
+    cluster: str | None = CLUSTER_JOURNAL_OPTION,
+) -> None:
+    """Check the file, each process's chain of seqs, checksums and checkpoints.
+
+    With --cluster (or a DSN as --journal), the cluster's PostgreSQL journal, read-only while
+    the nodes run: each process's chain of seqs and its head, checksums, checkpoints, and the
+    queued events, dead letters, open runs and deliveries it keeps."""
     from runtime_core.control.offline import verify
 
-    report = verify(journal)
-    for name, count in sorted(report.processes.items()):
-        cps = report.checkpoints.get(name, 0)
-        mark = report.retained.get(name)
-        retained = f" (retention removed entries before seq {mark})" if mark else ""
-        wrapped.print(f"{escape(name)}: {count} entries, {cps} checkpoints{retained}")
-    if report.ok:
-        wrapped.print(f"[green]ok[/green]: {escape(str(journal))} is sound")
+    dsn = journal_dsn(journal, cluster)
+    if dsn is not None:
+        pg = verify_report(dsn)
+        where, problems = pg.where, pg.problems
+        for name, count in sorted(pg.processes.items()):
+            wrapped.print(f"{escape(name)}: {count} entries, {pg.checkpoints.get(name, 0)} "
+                          f"checkpoints, {pg.dead_letters.get(name, 0)} dead letters, "
+                          f"{pg.pending.get(name, 0)} queued")
+    else:
+        report = verify(Path(journal))
+        where, problems = journal, report.problems
+        for name, count in sorted(report.processes.items()):
+            cps = report.checkpoints.get(name, 0)
+            mark = report.retained.get(name)
+            retained = f" (retention removed entries before seq {mark})" if mark else ""
+            wrapped.print(f"{escape(name)}: {count} entries, {cps} checkpoints{retained}")
+    if not problems:
+        wrapped.print(f"[green]ok[/green]: {escape(where)} is sound")
         return
-    for problem in report.problems:
+    for problem in problems:
         wrapped.print(f"[red]damaged[/red]: {escape(problem)}")
     raise typer.Exit(1)

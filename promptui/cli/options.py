@@ -69,6 +69,32 @@ def _journal_file(path: Path) -> Path:
 JOURNAL_OPTION = typer.Option(DEFAULT_JOURNAL, "--journal", "-j", callback=_journal_file,
                               help="The journal file, or a folder holding it as journal.db "
                               "(default .promptui/journal.db).")
+#: What tells a PostgreSQL DSN given where a journal path goes from a path.
+DSN_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_dsn(text: str) -> bool:
+    """Whether ``text`` is a PostgreSQL URI, not a journal file's path."""
+    return text.lower().startswith(DSN_SCHEMES)
+
+
+def _journal_or_dsn(value: str) -> str:
+    """``--journal PATH|DSN``: a DSN as given (a Path would fold its ``//``), else the journal
+    file the path means, as ``--journal PATH`` takes it."""
+    return value if is_dsn(value) else str(_journal_file(Path(value)))
+
+
+#: --journal for the commands that only read, which read a PostgreSQL journal too.
+JOURNAL_OR_DSN_OPTION = typer.Option(
+    str(DEFAULT_JOURNAL), "--journal", "-j", metavar="PATH|DSN", callback=_journal_or_dsn,
+    help="The journal file, or a folder holding it as journal.db (default "
+    ".promptui/journal.db); or a PostgreSQL journal's DSN (postgresql://USER@HOST:PORT/DB), "
+    "read-only.")
+#: --cluster for the commands that only read: the database 'promptui serve --cluster' names.
+CLUSTER_JOURNAL_OPTION = typer.Option(
+    None, "--cluster", metavar="DSN", help="Read the journal of the scale-out cluster on "
+    "this PostgreSQL, read-only, while its nodes run: the DSN 'promptui serve --cluster' "
+    "takes; 'env' reads it from PROMPTUI_DSN (keeps a password out of the process list).")
 RUNTIME_JOURNAL_OPTION = typer.Option(None, "--journal", help="Journal file for every "
                                       "journaling process (default: .promptui/journal.db).")
 PATHS_ARGUMENT = typer.Argument(None, help="Manifest files or folders of .agent files "

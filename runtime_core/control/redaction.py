@@ -13,6 +13,7 @@ from runtime_core.agent.mcp.config import redacted_server
 from runtime_core.config import ProcessConfig
 from runtime_core.events import RuntimeEvent
 from runtime_core.governance.redaction import hide_credentials, literal_redactor
+from runtime_core.journal.postgres.dsn import dsn_secrets
 from runtime_core.journal.rewind_plan import RewindPlan, RewindResult, redacted_plan
 from runtime_core.journal.rewind_plan import redacted_result as _redacted_result
 from runtime_core.process.process import AgentProcess
@@ -49,6 +50,8 @@ def _shown(config: ProcessConfig) -> tuple[dict[str, Any], set[str]]:
                            for name, server in config.servers.items()}
     for trigger in config.triggers:  # SecretStr dumps as stars: its value is read here
         hidden.update(secret.get_secret_value() for secret in trigger.secrets())
+    if config.journal.backend == "postgres":  # the DSN's password alone, where a text quotes it
+        hidden.update(dsn_secrets(config.journal.resolved_dsn() or ""))
     return data, hidden
 
 
