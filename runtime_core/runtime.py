@@ -21,6 +21,7 @@ from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.sqlite.schema import DamagedJournal
 from runtime_core.lifecycle import field_of, one_line
 from runtime_core.manifest.loader import Manifest, load_directory, load_manifest
+from runtime_core.process.ports import DeliveryGate
 from runtime_core.process.process import AgentProcess
 
 
@@ -63,6 +64,9 @@ class AgentRuntime:
         #: Scale-out: the node that owns a process (its id, or None), set by a cluster host;
         #: status() then names each process's node.
         self.node_of: Callable[[str], str | None] | None = None
+        #: Scale-out: holds a delivery key across the nodes while a process takes an event with
+        #: it (process/intake.py), set by a cluster host (cluster/delivery_gate.py).
+        self.delivery_gate: DeliveryGate | None = None
 
     def _journal_for(self, config: ProcessConfig) -> JournalProvider | None:
         cfg = config.journal

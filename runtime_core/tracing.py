@@ -125,20 +125,27 @@ def _hex_trace_id(span: Any) -> str:
     return f"{context.trace_id:032x}" if context.is_valid else ""
 
 
+def _hex_span_id(span: Any) -> str:
+    context = span.get_span_context()
+    return f"{context.span_id:016x}" if context.is_valid else ""
+
+
 def _set_error(span: Any, description: str) -> None:
     from opentelemetry.trace import Status, StatusCode
     span.set_status(Status(StatusCode.ERROR, description[:500]))
 
 
 class RunSpan:
-    """The span of one run (a no-op when ``span`` is None): ``trace_id`` is what the journal
-    keeps on the run; :meth:`outcome` and :meth:`end` close it."""
+    """The span of one run (a no-op when ``span`` is None): ``trace_id`` and ``span_id`` are
+    what the journal keeps on the run (a run resumed after a restart goes on in the same
+    trace, under this span); :meth:`outcome` and :meth:`end` close it."""
 
-    __slots__ = ("_ended", "span", "trace_id")
+    __slots__ = ("_ended", "span", "span_id", "trace_id")
 
     def __init__(self, span: Any = None) -> None:
         self.span = span
         self.trace_id = _hex_trace_id(span) if span is not None else ""
+        self.span_id = _hex_span_id(span) if span is not None else ""
         self._ended = False
 
     def set(self, key: str, value: str | int | float | bool) -> None:
@@ -205,24 +212,45 @@ class _Off:
 _RUN_OFF = _Off(_OFF)
 
 
-def run_span(process: str, event_id: str, trigger_type: str, attempt: int
-             ) -> AbstractContextManager[RunSpan]:
+def run_span(process: str, event_id: str, trigger_type: str, attempt: int, *,
+             resumes: tuple[str, str] | None = None) -> AbstractContextManager[RunSpan]:
     """The span of a run of ``process`` for one event, current for the model and tool calls
-    made inside it. Ended on exit; an exception leaving it (cancellation) is recorded."""
+    made inside it. Ended on exit; an exception leaving it (cancellation) is recorded.
+    ``resumes``: (trace id, span id) of the run's first span, as journaled, when a recovered
+    run goes on: its span is a child of that one, in the same trace."""
     tracer = _tracer()
     if tracer is None:
         return _RUN_OFF
-    return _traced_run(tracer, process, event_id, trigger_type, attempt)
+    return _traced_run(tracer, process, event_id, trigger_type, attempt, resumes)
+
+
+def _parent(resumes: tuple[str, str] | None) -> Any:
+    """The context a run's span starts in: empty (a root: every run is a trace of its own,
+    the worker that runs it is no caller's child), or the journaled span it resumes."""
+    from opentelemetry import context, trace
+    if resumes is None:
+        return context.Context()
+    try:
+        trace_id, span_id = int(resumes[0], 16), int(resumes[1], 16)
+    except ValueError:
+        return context.Context()
+    parent = trace.SpanContext(trace_id=trace_id, span_id=span_id, is_remote=True,
+                               trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+    if not parent.is_valid:
+        return context.Context()
+    return trace.set_span_in_context(trace.NonRecordingSpan(parent), context.Context())
 
 
 @contextmanager
-def _traced_run(tracer: Any, process: str, event_id: str, trigger_type: str, attempt: int
-                ) -> Iterator[RunSpan]:
-    from opentelemetry import context, trace
-    # A root: every run is a trace of its own (the worker that runs it is no caller's child).
-    span = tracer.start_span(f"run {process}", context=context.Context(), attributes={
+def _traced_run(tracer: Any, process: str, event_id: str, trigger_type: str, attempt: int,
+                resumes: tuple[str, str] | None) -> Iterator[RunSpan]:
+    from opentelemetry import trace
+    attributes: dict[str, Any] = {
         "promptui.process": process, "promptui.trigger.type": trigger_type,
-        "promptui.event.id": event_id, "promptui.run.attempt": attempt})
+        "promptui.event.id": event_id, "promptui.run.attempt": attempt}
+    if resumes is not None:
+        attributes["promptui.run.resumed"] = True
+    span = tracer.start_span(f"run {process}", context=_parent(resumes), attributes=attributes)
     traced = RunSpan(span)
     token = _run_tracer.set(tracer)
     try:

@@ -42,6 +42,14 @@ MAX_PROCESSES_OPTION = typer.Option(None, "--max-processes", min=0, help="The mo
                                     "--cluster.")
 LEASE_TTL_OPTION = typer.Option(10.0, "--lease-ttl", min=0.5, max=600.0, hidden=True,
                                 help="Seconds a process's lease lasts without renewal.")
+NODE_GRACE_OPTION = typer.Option(
+    None, "--node-grace", min=0.1, metavar="SECONDS", help="How long past the lease TTL a "
+    "silent node shows as stale before it shows as gone (default: three lease TTLs); with "
+    "--cluster.")
+NODE_PRUNE_OPTION = typer.Option(
+    3600.0, "--node-prune-after", min=1.0, metavar="SECONDS", help="A node silent this long "
+    "is removed from the nodes list by the live nodes ('promptui nodes forget' removes one "
+    "sooner); with --cluster.")
 
 
 @dataclass(slots=True)
@@ -68,10 +76,12 @@ def default_node_id() -> str:
 
 def load_cluster(paths: list[Path], given_dsn: str, *, node_id: str | None,
                  max_processes: int | None, ttl_s: float, name: str,
-                 read_only: bool) -> ClusterSetup:
+                 read_only: bool, node_grace_s: float | None = None,
+                 node_prune_after_s: float = 3600.0) -> ClusterSetup:
     """The node's runtime (no process added yet: its leases decide), its cluster host and its
     control plane; manifest problems printed and exit 1, a DSN that cannot be read exit 2."""
     from runtime_core.cluster.host import ClusterHost
+    from runtime_core.cluster.nodes import NodeAging
     from runtime_core.control.cluster import ClusterControl
     from runtime_core.errors import RuntimeBaseError
     from runtime_core.manifest.loader import ManifestError
@@ -94,7 +104,9 @@ def load_cluster(paths: list[Path], given_dsn: str, *, node_id: str | None,
             err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     runtime = AgentRuntime()
     host = ClusterHost(runtime, manifests, dsn, node_id=node_id or default_node_id(),
-                       ttl_s=ttl_s, max_processes=max_processes)
+                       ttl_s=ttl_s, max_processes=max_processes,
+                       node_aging=NodeAging(grace_s=node_grace_s,
+                                            prune_after_s=node_prune_after_s))
     try:
         host.check()
     except RuntimeBaseError as exc:

@@ -15,6 +15,7 @@ from promptui.cli.journal import journal_app, logs
 from promptui.cli.locate import locate
 from promptui.cli.manifest_cmd import manifest
 from promptui.cli.manifests import init, validate
+from promptui.cli.nodes import nodes_app
 from promptui.cli.options import console
 from promptui.cli.plain_help import Typer
 from promptui.cli.reconcile import reconcile
@@ -50,6 +51,7 @@ app.command("dead-letters")(dead_letters)
 app.command("answer")(answer)
 app.command("reconcile")(reconcile)
 app.add_typer(journal_app, name="journal")
+app.add_typer(nodes_app, name="nodes")
 
 
 @app.callback(invoke_without_command=True)

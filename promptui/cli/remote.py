@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 LETTER_PAGE = 1000
 SHORT_ID = 8  # event ids are uuids; the first characters are enough to name one
+#: how an operator settles a waiting run, by its reason (else: in the room)
+SETTLE = {"unknown_write_outcome": "promptui reconcile {name} {run}",
+          "elicitation": "promptui answer {name} {run}"}
 
 
 # -- status ----------------------------------------------------------------------------------
@@ -51,8 +54,13 @@ def status(
     token: str | None = TOKEN_OPTION,
     journal: Path = JOURNAL_OPTION,
 ) -> None:
-    """The processes of the served runtime; without a server, what the journal knows."""
+    """The processes of the served runtime; without a server, what the journal knows.
+
+    Against a cluster node: every process of the cluster, with the node that runs it and the
+    figures it published (marked "as of ..." when they are old), and every run waiting for an
+    operator, whichever node runs it."""
     from runtime_core.control.offline import JournalError, left_behind
+    from runtime_core.control.views import figures_note
 
     target = server_for(url, token, journal)
     if target is None:
@@ -85,9 +93,15 @@ def status(
                   box=box.SIMPLE_HEAD, expand=True, show_edge=False,
                   padding=(0, 1, 0, 0))
     clustered = any(p.node is not None for p in processes)  # a scale-out node: who runs each
-    for heading in ("process", *(("node",) if clustered else ()), "state", "queue", "runs",
-                    "fails", "dead", "wait", "health"):
-        table.add_column(heading, no_wrap=True)
+    # another node's figures published a while ago (a silent owner), or never: how old
+    notes = {p.name: figures_note(p).removeprefix("as of ") for p in processes}
+    dated = any(notes.values())
+    for heading in ("process", *(("node",) if clustered else ()),
+                    *(("as of",) if dated else ()), "state", "queue", "runs", "fails", "dead",
+                    "wait", "health"):
+        table.add_column(heading, no_wrap=True,  # "12s ago" whole, even on 80 columns
+                         min_width=max(len(n) for n in notes.values()) if heading == "as of"
+                         else None)
     table.add_column("last outcome", no_wrap=True, overflow="ellipsis", ratio=1)
     faults = info.get("journal_faults") or {}
     for path, why in faults.items():
@@ -100,12 +114,37 @@ def status(
             state = f"draining ({p.active_runs} left)"
         if p.journal_fault:
             state = f"{state}, journal degraded"
+        counts = [f"{p.queue_depth}/{p.queue_capacity}",
+                  f"{p.invocations} (+{p.active_runs})" if p.active_runs else
+                  str(p.invocations), str(p.failure_streak), str(p.dead_letters),
+                  str(p.waiting_runs)] if p.figures_known else ["?"] * 5
         table.add_row(escape(p.name), *((escape(p.node or "-"),) if clustered else ()),
-                      escape(state), f"{p.queue_depth}/{p.queue_capacity}",
-                      f"{p.invocations} (+{p.active_runs})" if p.active_runs else
-                      str(p.invocations), str(p.failure_streak), str(p.dead_letters),
-                      str(p.waiting_runs), escape(p.health), escape(p.last_outcome))
+                      *((escape(notes[p.name] or "now"),) if dated else ()),
+                      escape(state), *counts, escape(p.health), escape(p.last_outcome))
     out.print(table)
+    _print_waiting(processes, clustered)
+
+
+def _print_waiting(processes: list[ProcessSummary], clustered: bool) -> None:
+    """Every run waiting for an operator, of every process listed (a cluster node lists the
+    whole cluster's), and how to settle them."""
+    total = sum(p.waiting_runs for p in processes)
+    if not total:
+        return
+    out.print(f"[bold red]{total} run(s) waiting for an operator:[/bold red]")
+    for p in processes:
+        where = f" @{p.node}" if clustered and p.node else ""
+        for run in p.waiting:
+            what = f"{run.reason}: {run.write_in_flight}" if run.write_in_flight else \
+                run.reason
+            short = run.run_id[:SHORT_ID]
+            settle = SETTLE.get(run.reason, "Enter on it in the room").format(
+                name=p.name, run=short)
+            out.print(f"  {escape(p.name)}{escape(where)}  {short}  {escape(what)}  "
+                      f"[dim]({escape(settle)})[/dim]")
+        if p.waiting_runs > len(p.waiting):
+            out.print(f"  {escape(p.name)}{escape(where)}  ... and "
+                      f"{p.waiting_runs - len(p.waiting)} more (the room lists them)")
 
 
 # -- start, stop, suspend, resume, restart -----------------------------------------------------

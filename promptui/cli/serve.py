@@ -23,7 +23,9 @@ from promptui.cli.cluster_serve import (
     CLUSTER_OPTION,
     LEASE_TTL_OPTION,
     MAX_PROCESSES_OPTION,
+    NODE_GRACE_OPTION,
     NODE_ID_OPTION,
+    NODE_PRUNE_OPTION,
     load_cluster,
 )
 from promptui.cli.headless import StartFailed
@@ -170,6 +172,8 @@ def serve(
     node_id: str | None = NODE_ID_OPTION,
     max_processes: int | None = MAX_PROCESSES_OPTION,
     lease_ttl: float = LEASE_TTL_OPTION,
+    node_grace: float | None = NODE_GRACE_OPTION,
+    node_prune_after: float = NODE_PRUNE_OPTION,
     trusted_proxies: str | None = typer.Option(
         None, "--trusted-proxies", help="Comma-separated proxy addresses or networks whose "
         "X-Forwarded-For names the client (the API and webhooks' allowed_sources); none by "
@@ -209,7 +213,8 @@ def serve(
         control = LocalControl(runtime, name=name, read_only=read_only)
     else:
         node = load_cluster(targets, cluster, node_id=node_id, max_processes=max_processes,
-                            ttl_s=lease_ttl, name=name, read_only=read_only)
+                            ttl_s=lease_ttl, name=name, read_only=read_only,
+                            node_grace_s=node_grace, node_prune_after_s=node_prune_after)
         runtime, control = node.runtime, node.control
     from runtime_core.log_redaction import redact_handler
 

@@ -26,12 +26,26 @@ COLUMNS = (Col("node", "Node", 16), Col("state", "State", 8), Col("beat", "Beat"
            Col("owned", "Owns", 5), Col("address", "Address", 22),
            Col("processes", "Processes", 10))
 FIXED = 16 + 8 + 6 + 5 + 22
+STATE_MEANING = {
+    "stale": "stale: its leases run out and other nodes take its processes",
+    "gone": "gone: silent past its grace; pruned after a while, or now with 'promptui nodes "
+            "forget NODE'",
+}
+
+
+def _state(view: Any) -> str:
+    """live, stopping, stale or gone (a server that says no state: from its flags)."""
+    state = getattr(view, "state", None)
+    if isinstance(state, str) and state:
+        return state
+    return "stopping" if view.stopping else "live" if view.live else "stale"
 
 
 def node_row(view: Any) -> tuple[str, tuple[Any, ...]]:
     """A node as a table row: its key and its cells."""
-    state = ("stopping" if view.stopping else "live" if view.live else "stale")
-    style = {"live": "green", "stale": "bold red", "stopping": "yellow"}[state]
+    state = _state(view)
+    style = {"live": "green", "stale": "bold red", "stopping": "yellow", "gone": "dim"}.get(
+        state, "")
     name = Text(view.node_id + (" *" if view.this_node else ""),
                 style="bold" if view.this_node else "")
     owned = dict(view.processes)
@@ -120,8 +134,7 @@ class NodesScreen(LiveScreen):
         if view is not None:
             detail.append(f"{view.node_id}  {view.address}\n", style="bold")
             detail.append(f"heartbeat {view.heartbeat_age_s:.1f} s ago · ")
-            detail.append("stopping" if view.stopping else "live" if view.live else
-                          "stale: its leases run out and other nodes take its processes")
+            detail.append(STATE_MEANING.get(_state(view), _state(view)))
             detail.append("\n" + (", ".join(f"{p} (lease epoch {e})" for p, e in
                                             sorted(dict(view.processes).items()))
                                   or "owns no process"))

@@ -2,7 +2,10 @@
 cells that changed), stable order, sortable by any column (the header marks it, ▲ or ▼),
 filtered by a regex (``!`` in front inverts it). The selected process stays selected whatever
 the updates do to the rows. The Name column is as wide as the longest name, as far as the
-terminal allows; a cell cut short ends in an ellipsis, never silently."""
+terminal allows; a cell cut short ends in an ellipsis, never silently. Attached to a cluster
+node, every process of the cluster is a row naming its node; figures another node published
+longer ago than STALE_AFTER_S show their age in the State column, dimmed ("running 12s"), and
+a process nobody published figures of yet a question mark ("running?")."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from promptui.format import age
 from promptui.store import ProcessFilter
-from runtime_core.control.views import ProcessSummary
+from runtime_core.control.views import STALE_AFTER_S, ProcessSummary
 
 STATE_STYLES = {
     "running": "bold green",
@@ -98,6 +101,11 @@ def cells(row: ProcessSummary, now: float) -> dict[str, Cell]:
         state, state_style = f"draining {row.active_runs}", "bold cyan"
     if row.journal_fault:  # nothing can be made durable: events are refused
         state, state_style = "degraded", "bold white on red"
+    if not row.figures_known:  # another node's process nobody published figures of yet
+        state, state_style = f"{state}?", "dim"
+    elif row.as_of_age_s is not None and row.as_of_age_s >= STALE_AFTER_S:
+        # its owner went silent (or it is between owners): the figures are this old
+        state, state_style = f"{state} {age(row.as_of_age_s)}", "dim"
     health_style = "green" if row.health == "ok" else "dim" if row.health == "off" else "yellow"
     use = row.budget_use
     budget = "-" if use is None else f"{use * 100:.0f}%"

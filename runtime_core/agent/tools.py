@@ -52,6 +52,12 @@ class ToolContext:
     attachments: list[Attachment] = field(default_factory=list)
     #: Told of the call's progress (progress, total or None, message or None); set by the run.
     on_progress: Callable[[float, float | None, str | None], None] | None = None
+    #: On a scale-out node: the epoch of the lease under which this process runs here, a
+    #: fencing token that grows with every change of owner. Pass it to a system that accepts
+    #: one (it refuses a write carrying a smaller token than one it has seen), so a write from
+    #: an owner that lost the process cannot land after the new owner's. None outside a
+    #: cluster.
+    fencing_token: int | None = None
 
     @property
     def idempotency_key(self) -> str:

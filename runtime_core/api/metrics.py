@@ -18,7 +18,12 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from runtime_core.events import (
@@ -110,6 +115,10 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+#: a trigger's status count -> the reason label of promptui_events_refused_total
+REFUSAL_FIELDS = (("rejected", "rejected"), ("duplicates", "duplicate"), ("ignored", "filtered"))
+
+
 class RuntimeCollector(Collector):
     """The gauges read at scrape time: each one a cheap synchronous read of what the runtime
     keeps (status snapshots, the journals' commit histograms, a node's leases)."""
@@ -121,6 +130,7 @@ class RuntimeCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         """The metrics of this scrape."""
         yield from self._processes()
+        yield self._refused()
         yield from self._journals()
         if self.cluster is not None:
             yield from self._leases(self.cluster)
@@ -149,6 +159,34 @@ class RuntimeCollector(Collector):
             waiting.add_metric([name], status.waiting_runs)
             active.add_metric([name], status.active_runs)
         yield from (state, queued, retries, dead, waiting, active)
+
+    def _refused(self) -> Metric:
+        """What the webhook triggers answered without taking an event: refused (a bad
+        signature or source, too large, 503 while there is no room or the journal cannot
+        take it), a sender's duplicate (200 with the first event's id), filtered out. Read
+        from the triggers' own counts (a node's standbys too), so a restart starts them at 0."""
+        refused = CounterMetricFamily("promptui_events_refused", "Requests a trigger answered "
+                                      "without taking an event, by reason: rejected (4xx, or "
+                                      "503 when it had no room), duplicate, filtered",
+                                      labels=["process", "trigger_type", "reason"])
+        counts: dict[tuple[str, str, str], float] = {}
+
+        def add(process: str, trigger_type: str, details: dict[str, object]) -> None:
+            for field, reason in REFUSAL_FIELDS:
+                value = details.get(field)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    key = (process, trigger_type, reason)
+                    counts[key] = counts.get(key, 0.0) + value
+
+        for process in list(self.runtime.processes.values()):
+            for trigger in process.status_snapshot().triggers:
+                add(process.name, trigger.trigger_type, trigger.details)
+        if self.cluster is not None:
+            for standby in self.cluster.webhooks.status():
+                add(str(standby.get("process")), "webhook", standby)
+        for labels, value in sorted(counts.items()):
+            refused.add_metric(list(labels), value)
+        return refused
 
     def _journals(self) -> Iterator[Metric]:
         faulty = bool(self.runtime.journal_faults())

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,7 +32,9 @@ from runtime_core.cluster.errors import describe
 from runtime_core.cluster.ingress import ClusterIngress
 from runtime_core.cluster.leases import Lease, LeaseStore
 from runtime_core.cluster.node import ClusterNode
-from runtime_core.cluster.nodes import NodeRegistry
+from runtime_core.cluster.nodes import NodeAging, NodeRegistry
+from runtime_core.cluster.status_board import StatusBoard
+from runtime_core.cluster.takeover_holds import old_writer_done
 from runtime_core.cluster.webhooks import ClusterWebhooks
 from runtime_core.config import ProcessConfig
 from runtime_core.events import OwnershipChanged
@@ -39,6 +42,7 @@ from runtime_core.journal.postgres.fencing import JournalFenced
 from runtime_core.journal.postgres.journal import PostgresJournal
 from runtime_core.manifest.loader import Manifest
 from runtime_core.process.process import AgentProcess
+from runtime_core.runs.waiting import WriterHold
 from runtime_core.runtime import AgentRuntime
 
 __all__ = ["ClusterHost", "OwnershipHook", "cluster_config"]
@@ -50,6 +54,7 @@ HANDOVER_DRAIN = 2.0  # seconds the runs in flight may take to finish on a rebal
 HANDED_OVER = ("handed over to node", "no longer assigned to any node")
 STOPPING = "this node is stopping"
 JOURNAL_POOL = 2  # read connections of each owned process's journal
+HOLD_CHECK_S = 1.0  # seconds between two looks at whether a takeover's old owner is gone
 START_RETRY_S = (1.0, 60.0)  # a failed start is tried again after 1 s, 2 s, ... 60 s at most
 
 
@@ -69,6 +74,7 @@ class Owned:
     failures: int = 0  # starts that failed in a row (the next waits longer)
     failure: str | None = None  # why the last start failed, until one succeeds
     retry: asyncio.TimerHandle | None = None  # the next start, after a failed one
+    holds: asyncio.Task[None] | None = None  # watches a takeover's old owner (_watch_holds)
 
 
 def cluster_config(config: ProcessConfig, dsn: str) -> ProcessConfig:
@@ -84,8 +90,10 @@ def cluster_config(config: ProcessConfig, dsn: str) -> ProcessConfig:
 class ClusterHost:
     def __init__(self, runtime: AgentRuntime, manifests: list[Manifest], dsn: str, *,
                  node_id: str, address: str = "", ttl_s: float = 10.0,
-                 max_processes: int | None = None, connect_timeout: float = 5.0) -> None:
+                 max_processes: int | None = None, connect_timeout: float = 5.0,
+                 node_aging: NodeAging | None = None) -> None:
         self.runtime, self.dsn, self.node_id, self.address = runtime, dsn, node_id, address
+        self.node_aging = node_aging or NodeAging()  # when silent nodes are gone, and pruned
         self.manifests = {m.name: m for m in manifests}
         self.ttl_s, self.max_processes = float(ttl_s), max_processes
         self.connect_timeout = connect_timeout
@@ -109,8 +117,12 @@ class ClusterHost:
         # the inbox (events for the processes this node runs, put by any node) and the token
         self.ingress = ClusterIngress(dsn, node_id, connect_timeout=connect_timeout)
         self.add_hook(self.ingress)
+        runtime.delivery_gate = self.ingress.gate  # a delivery is taken once, cluster-wide
         # every webhook of every process, served here too: a non-owner puts into the inbox
         self.webhooks = ClusterWebhooks(manifests, self.ingress.put_held)
+        # the figures of the processes it runs, for every node's views (its control plane
+        # sets board.source; status_board.py)
+        self.board = StatusBoard(dsn, node_id, connect_timeout=connect_timeout)
 
     def check(self) -> None:  # the JournalError a malformed DSN gives, connecting nowhere
         PostgresJournal(self.dsn).preflight()
@@ -150,7 +162,8 @@ class ClusterHost:
         self.node = ClusterNode(
             self.dsn, self.node_id, self.address, ttl_s=self.ttl_s,
             max_processes=self.max_processes, on_gain=self._gain, on_lose=self._lose,
-            processes=lambda: list(self.manifests), connect_timeout=self.connect_timeout)
+            processes=lambda: list(self.manifests), connect_timeout=self.connect_timeout,
+            on_overdue=self._overdue, prune_after_s=self.node_aging.prune_after_s)
         try:
             await self.node.start()
             await self.ingress.start()
@@ -162,6 +175,7 @@ class ClusterHost:
             await self.ingress.close()
             await self.reads.close()
             raise
+        self.board.start()
         log.info("cluster node %s joined %s (lease TTL %.1f s%s)", self.node_id, self.shown,
                  self.ttl_s, "" if self.max_processes is None else
                  f", at most {self.max_processes} processes")
@@ -176,6 +190,7 @@ class ClusterHost:
         self._stopping = True
         names = sorted(self.owned)
         try:
+            await self.board.stop()  # its last figures stay on the board for the next owner
             await self.webhooks.stop()  # a sender's next try goes to another node
             await self.ingress.stop_pullers()  # what waits in the inbox stays for the next owner
             results = await asyncio.gather(*(self._shut_down(n, drain_timeout) for n in names))
@@ -230,6 +245,20 @@ class ClusterHost:
             async with asyncio.timeout(STEP_DOWN_WAIT):
                 await asyncio.shield(task)
 
+    def _overdue(self, name: str, epoch: int) -> None:
+        """``name``'s lease deadline passed without a renewal (ClusterNode.check_deadlines;
+        this node was paused, or cut off from the database): before its runs take another
+        step, the journal refuses every append and the calls in flight are cut; the round's
+        on_lose steps it down."""
+        owned = self.owned.get(name)
+        if owned is None or owned.epoch != epoch:
+            return
+        owned.journal.refuse("its lease's deadline passed without a renewal")
+        cut = owned.process.takeover.cut_runs_now() if owned.process is not None else 0
+        log.warning("cluster node %s: the lease of %s (epoch %d) went past its deadline "
+                    "without a renewal: its journal refuses every write and %d run(s) in "
+                    "flight were cut", self.node_id, name, epoch, cut)
+
     def _fenced(self, name: str, epoch: int, error: JournalFenced) -> None:
         """A write of ``name`` was refused by the fence: another node owns it now."""
         owned = self.owned.get(name)
@@ -281,6 +310,18 @@ class ClusterHost:
             return
         if self.owned.get(name) is not owned:
             return
+        taken = self.node.taken_over.pop(name, None) if self.node is not None else None
+        if taken is not None and taken.epoch < owned.epoch:
+            hold, held = process.takeover.hold_unknown_writes(taken.node_id, taken.epoch,
+                                                     taken.lease_ended_at)
+            if held:
+                log.warning("cluster node %s: took %s over from node %s, which stopped "
+                            "answering; %d run(s) wait on a write it may still finish: "
+                            "'not applied' is refused until it is seen gone or its calls' "
+                            "time is up", self.node_id, name, taken.node_id, len(held))
+                owned.holds = asyncio.get_running_loop().create_task(
+                    self._watch_holds(name, owned, process, hold),
+                    name=f"cluster {name} holds")
         owned.ready, owned.failures, owned.failure = True, 0, None
         recovered = process.recovered or {}
         log.info("cluster node %s: runs %s (epoch %d)%s", self.node_id, name, owned.epoch,
@@ -289,6 +330,25 @@ class ClusterHost:
             process=name, node=self.node_id, epoch=owned.epoch, gained=True,
             reason="its lease was claimed by this node"))
         await self._tell(name, lambda hook: hook.gained(name, owned.epoch, process))
+
+    async def _watch_holds(self, name: str, owned: Owned, process: AgentProcess,
+                           hold: WriterHold) -> None:
+        """Lift the holds on ``name``'s parked writes as soon as the database shows that the
+        old owner can no longer write (cluster/takeover_holds.py); they end by themselves at
+        their time otherwise."""
+        while self.owned.get(name) is owned and time.time() < hold.until:
+            why = None
+            with contextlib.suppress(Exception):  # the database is down: ask again
+                async with asyncio.timeout(self.connect_timeout), \
+                        self.reads.connection() as conn:
+                    why = await old_writer_done(conn, hold.node_id, name,
+                                                hold.lease_ended_at)
+            if why is not None:
+                lifted = process.takeover.lift_write_holds(hold.node_id)
+                log.info("cluster node %s: %s; 'not applied' may be answered for %d run(s) "
+                         "of %s", self.node_id, why, len(lifted), name)
+                return
+            await asyncio.sleep(HOLD_CHECK_S)
 
     def _start_failed(self, name: str, owned: Owned, why: str) -> None:
         """Keep the lease (another node would most likely fail the same way, and handing it
@@ -318,7 +378,11 @@ class ClusterHost:
         if owned.retry is not None:
             owned.retry.cancel()
             owned.retry = None
+        if owned.holds is not None:
+            owned.holds.cancel()
         owned.journal.refuse(f"this node stepped down: {reason}")
+        if owned.process is not None:  # at once: a call in flight must not go on (a no-op
+            owned.process.takeover.cut_runs_now()  # after a handover or a stop)
         return self._then(name, self._stop(name, owned, reason, release))
 
     async def _stop(self, name: str, owned: Owned, reason: str, release: bool) -> None:

@@ -47,7 +47,7 @@ from runtime_core.journal.postgres.dsn import redact_dsn
 from runtime_core.journal.provider import MAX_DELIVERY_KEY
 from runtime_core.triggers.base import DELIVERY_KEY, TriggerEvent
 
-__all__ = ["CHANNEL", "AcceptEvent", "ClusterInbox", "InboxItem", "PutResult",
+__all__ = ["CHANNEL", "AcceptEvent", "ClusterInbox", "InboxItem", "PutResult", "event_text",
            "inbox_delivery_key"]
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,15 @@ class InboxItem:
 def inbox_delivery_key(item_id: int) -> str:
     """The delivery key ``claim`` gives an event that came without one."""
     return f"cluster-inbox:{item_id}"
+
+
+def event_text(process: str, event: TriggerEvent) -> str:
+    """``event`` as the JSON an inbox row holds; ValueError naming it if it cannot be."""
+    try:
+        return json.dumps(event.to_dict(), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"event {event.event_id} for process {process!r} cannot be "
+                         f"stored as JSON: {exc}") from None
 
 
 def _sender_key(event: TriggerEvent) -> str | None:
@@ -159,11 +168,7 @@ class ClusterInbox:
         (a webhook answers 503); a retry after an ambiguous failure is safe (a duplicate)."""
         if not process:
             raise ValueError("ClusterInbox.put needs a process name")
-        try:
-            data = json.dumps(event.to_dict(), ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"event {event.event_id} for process {process!r} cannot be "
-                             f"stored as JSON: {exc}") from None
+        data = event_text(process, event)
         async with self._connection() as conn:
             async with conn.transaction():
                 cur = await conn.execute(
@@ -232,19 +237,6 @@ class ClusterInbox:
         if _sender_key(event) is None:
             event.metadata[DELIVERY_KEY] = inbox_delivery_key(int(item_id))
         return InboxItem(int(item_id), str(process), event, accepted_at)
-
-    async def held_as(self, process: str, event: TriggerEvent) -> str | None:
-        """The id of the waiting event ``event`` duplicates (the same event id, or the same
-        sender's delivery key), or None (no such row waits: taken by the owner already)."""
-        key = _sender_key(event)
-        async with self._connection() as conn:
-            cur = await conn.execute(
-                "SELECT event_id FROM cluster_inbox WHERE process = %s AND (event_id = %s OR "
-                "delivery_key = %s) ORDER BY id LIMIT 1", (process, event.event_id, key))
-            row = await cur.fetchone()
-            if not conn.autocommit:
-                await conn.commit()
-        return str(row[0]) if row else None
 
     async def pending(self, process: str | None = None) -> int:
         """How many events wait (for ``process``, or for all processes)."""

@@ -21,19 +21,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
+from runtime_core.cluster.delivery_gate import DeliveryGate, pulling
 from runtime_core.cluster.errors import ClusterError, describe
 from runtime_core.cluster.forward import Forwarded, Owner, cluster_token, forward_request, owner_of
 from runtime_core.cluster.inbox import ClusterInbox, PutResult
 from runtime_core.cluster.leases import LeaseStore
 from runtime_core.cluster.nodes import NodeRegistry
 from runtime_core.cluster.puller import InboxListener, InboxPuller
-from runtime_core.journal.provider import DELIVERY_KEEP_SECONDS
-from runtime_core.triggers.base import DELIVERY_KEY, AcceptResult, TriggerEvent
+from runtime_core.triggers.base import AcceptResult, TriggerEvent
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -43,7 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["ClusterIngress"]
 
 log = logging.getLogger("runtime_core.cluster")
-POOL_SIZE = 4  # the inbox's connections (puts from the API, the pullers' claims)
+#: the inbox's connections: puts from the API and the webhooks, the pullers' claims, and the
+#: delivery gate's locks while this node's processes journal an event with a delivery key
+POOL_SIZE = 8
 TAKEN = (AcceptResult.ACCEPTED, AcceptResult.DUPLICATE, AcceptResult.FILTERED)
 
 
@@ -63,6 +62,9 @@ class ClusterIngress:
         self._ready = False  # started: gains start pullers at once
         self._pool: AsyncConnectionPool[Any] | None = None
         self._stopping = False
+        #: one delivery key, one event across the nodes (the processes this node runs hold
+        #: it too: the runtime's delivery_gate); on the inbox's pool, once started
+        self.gate = DeliveryGate(timeout_s=connect_timeout)
 
     async def start(self) -> None:
         """Read (or make) the cluster token, open the inbox's pool and LISTEN; ClusterError
@@ -79,6 +81,7 @@ class ClusterIngress:
                     name=f"promptui-inbox {self.node_id}"[:63])
                 self._pool = pool
                 await pool.open(wait=True, timeout=self.connect_timeout)
+                self.gate.pool = pool
                 self.inbox = ClusterInbox(pool, dsn=self.dsn)
                 await self.inbox.ensure()
                 self.listener = InboxListener(
@@ -112,7 +115,7 @@ class ClusterIngress:
             with contextlib.suppress(Exception):
                 await listener.stop()
         pool, self._pool = self._pool, None
-        self.inbox = None
+        self.inbox = self.gate.pool = None
         if pool is not None:
             with contextlib.suppress(Exception):
                 await pool.close()
@@ -135,7 +138,8 @@ class ClusterIngress:
         assert self.inbox is not None
 
         async def accept(event: TriggerEvent) -> bool:
-            result, _ = await process.accept_pushed(event)
+            with pulling():  # a row that passed the delivery gate already
+                result, _ = await process.accept_pushed(event)
             return result in TAKEN
 
         old = self.pullers.pop(name, None)
@@ -155,35 +159,15 @@ class ClusterIngress:
             return await self.inbox.put(process, event)
 
     async def put_held(self, process: str, event: TriggerEvent) -> tuple[PutResult, str]:
-        """``put``, and the id the event is held as: its own, or (a duplicate) the id of the
-        event it repeats: one waiting in the inbox, or one the owner journaled already (its
-        delivery key in the journal's delivery index: a sender's redelivery or an inject's
-        idempotency key, taken once whichever node it comes through)."""
-        first = await self._journaled_as(process, event)
-        if first is not None:
-            return "duplicate", first
-        taken = await self.put(process, event)
-        if taken == "accepted" or self.inbox is None:
-            return taken, event.event_id
-        async with asyncio.timeout(self.connect_timeout * 2):
-            first = await self.inbox.held_as(process, event)
-        return taken, first or event.event_id
-
-    async def _journaled_as(self, process: str, event: TriggerEvent) -> str | None:
-        """The id of the event ``process``'s journal accepted with ``event``'s delivery key,
-        or None (no key, none found, or no journal tables yet)."""
-        key = event.metadata.get(DELIVERY_KEY)
-        if not isinstance(key, str) or self._pool is None:
-            return None
-        async with asyncio.timeout(self.connect_timeout * 2), self._pool.connection() as conn:
-            try:
-                cur = await conn.execute(
-                    "SELECT event_id FROM deliveries WHERE process = %s AND delivery_key = %s "
-                    "AND at >= %s", (process, key, time.time() - DELIVERY_KEEP_SECONDS))
-            except psycopg.errors.UndefinedTable:  # no process has journaled here yet
-                return None
-            row = await cur.fetchone()
-        return str(row[0]) if row else None
+        """``put``, unless the event repeats one already taken, and the id it is held as: its
+        own, or (a duplicate) the id of the event it repeats: one waiting in the inbox, or one
+        the owner journaled already (its delivery key in the journal's delivery index: a
+        sender's redelivery or an inject's idempotency key, taken once whichever node it
+        comes through, also when it reaches the owner at the same moment: delivery_gate.py)."""
+        if self.inbox is None:
+            raise ClusterError("this node's cluster inbox is not open")
+        async with asyncio.timeout(self.connect_timeout * 3):
+            return await self.gate.put_once(process, event)
 
     async def owner(self, leases: LeaseStore, registry: NodeRegistry, process: str,
                     stale_after_s: float) -> Owner | None:

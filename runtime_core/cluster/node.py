@@ -28,34 +28,56 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from runtime_core.cluster import watchdog
 from runtime_core.cluster.assignment import fair_share
 from runtime_core.cluster.db import Connector
 from runtime_core.cluster.errors import ClusterError, describe, is_passing
 from runtime_core.cluster.leases import LeaseStore
-from runtime_core.cluster.nodes import NodeRegistry
+from runtime_core.cluster.nodes import PRUNE_AFTER_S, NodePruner, NodeRegistry
 
-__all__ = ["ClusterNode", "OnGain", "OnLose"]
+__all__ = ["ClusterNode", "OnGain", "OnLose", "OnOverdue", "TakenOver"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 OnGain = Callable[[str, int], Awaitable[None]]
 OnLose = Callable[[str, int, str], Awaitable[None]]
+#: ``on_overdue(process, epoch)``: called at once (not awaited) when this node finds it was
+#: stopped past a lease's deadline; it must cut what the process does (its calls in flight)
+#: before anything else of the process runs again. ``on_lose`` follows in the next round.
+OnOverdue = Callable[[str, int], None]  # (see check_deadlines)
 KEEP = 0.9  # a lease is assumed lost this fraction of the TTL after its last renewal was sent
 FIRST_RETRY = 0.05  # seconds; doubles up to the round interval
 LOG_EVERY = 10.0  # a failure that lasts is logged again this often
+#: past another node's lease end before a round runs to take it over: the database's clock and
+#: ours measure the same durations, this covers the round trip that read the lease
+EXPIRY_SLACK = 0.05
+LOCKED_RETRY = 0.25  # seconds before a claim that met a write's row lock is tried again
+
+
+@dataclass(frozen=True, slots=True)
+class TakenOver:
+    """A process this node claimed from a node that stopped beating without handing it over
+    (it died, or it is paused and may wake): that node's calls in flight may still land
+    until its lease's end plus the longest a call takes."""
+
+    node_id: str
+    epoch: int
+    lease_ended_at: float  # time.time() (by the database's clock, read as a duration ago)
 
 
 @dataclass(slots=True)
 class _Held:
     epoch: int
     deadline: float  # time.monotonic(): past it, assume the lease is lost
+    cut: bool = False  # on_overdue was called for it (the round hands it over next)
 
 
 class ClusterNode:
     def __init__(self, dsn: str, node_id: str, address: str, *, ttl_s: float = 10.0,
                  max_processes: int | None = None, on_gain: OnGain, on_lose: OnLose,
                  processes: Callable[[], Iterable[str]], stale_after_s: float | None = None,
-                 connect_timeout: float = 5.0) -> None:
+                 connect_timeout: float = 5.0, on_overdue: OnOverdue | None = None,
+                 prune_after_s: float = PRUNE_AFTER_S) -> None:
         if not ttl_s > 0:
             raise ValueError(f"ttl_s must be > 0 seconds, not {ttl_s!r}")
         self.node_id, self.address, self.max_processes = node_id, address, max_processes
@@ -64,6 +86,7 @@ class ClusterNode:
         self.op_timeout = self.ttl_s / 3  # one database call; a hung one is a failed round
         self.stale_after_s = self.ttl_s if stale_after_s is None else stale_after_s
         self._on_gain, self._on_lose, self._processes = on_gain, on_lose, processes
+        self._on_overdue = on_overdue
         # a claim waiting on a row lock (a paused writer's open fenced transaction) gives up
         # well within a round, and the round goes on with the other processes
         self.source = Connector(dsn, connect_timeout=connect_timeout,
@@ -71,6 +94,8 @@ class ClusterNode:
                                 lock_timeout_s=self.op_timeout / 2)
         self.leases = LeaseStore(self.source)
         self.registry = NodeRegistry(self.source)
+        # nodes silent for long are removed by every live node's round (nodes.py)
+        self.pruner = NodePruner(self.registry, prune_after_s, timeout_s=self.op_timeout)
         self._held: dict[str, _Held] = {}
         self._abandoned: dict[str, int] = {}  # given up locally, maybe still ours in the table
         self._task: asyncio.Task[None] | None = None
@@ -80,6 +105,12 @@ class ClusterNode:
         self.last_error: str | None = None  # why the last round failed; None after a good one
         self.rounds = 0  # rounds completed
         self.desired: dict[str, str] = {}  # the last fair_share it computed
+        #: time.monotonic() just past the earliest end of another node's lease, as last read:
+        #: a round runs then, so a dead owner's process is claimed as its lease ends, not up
+        #: to a round's interval later (a takeover within the TTL, not TTL + interval)
+        self._next_expiry: float | None = None
+        #: process -> from whom it was taken over, for the host's on_gain (it pops it)
+        self.taken_over: dict[str, TakenOver] = {}
 
     # -- what it holds ----------------------------------------------------------------------------
     @property
@@ -94,6 +125,24 @@ class ClusterNode:
     def kick(self) -> None:
         """Run a round now (the process list changed, say) instead of at the next tick."""
         self._wake.set()
+
+    def check_deadlines(self) -> None:
+        """Cut every lease whose deadline passed (``on_overdue``, once per lease) at once,
+        before the process's calls take another step, and wake the round to hand them over.
+        Called by the watchdog's tick (cluster/watchdog.py): after a pause, ahead of the
+        tools' own timers and sockets."""
+        now = time.monotonic()
+        for process, held in sorted(self._held.items()):
+            if now < held.deadline or held.cut:
+                continue
+            held.cut = True
+            self._wake.set()
+            if self._on_overdue is not None:
+                try:
+                    self._on_overdue(process, held.epoch)
+                except Exception:
+                    log.exception("cluster node %s: on_overdue(%r, %d) failed", self.node_id,
+                                  process, held.epoch)
 
     # -- start and stop ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -114,6 +163,7 @@ class ClusterNode:
             ) from None
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"cluster-node {self.node_id}")
+        watchdog.watch(self)
 
     async def stop(self) -> None:
         """Hand everything back and leave: ``on_lose`` for each process held, then the node is
@@ -125,6 +175,7 @@ class ClusterNode:
             self._task = task
             raise ClusterError("ClusterNode.stop() called from its own callback would wait on "
                                "itself; call it from a task of its own")
+        watchdog.unwatch(self)
         self._stopping.set()
         self._wake.set()
         try:
@@ -170,6 +221,8 @@ class ClusterNode:
     async def _sleep(self, delay: float) -> None:
         """Until the next round, a kick, or the next lease deadline, whichever is first."""
         deadlines = [held.deadline for held in self._held.values()]
+        if self._next_expiry is not None and self._next_expiry > time.monotonic():
+            deadlines.append(self._next_expiry)  # (a past one is stale: a round read it since)
         if deadlines:
             delay = min(delay, max(0.0, min(deadlines) - time.monotonic()))
         with contextlib.suppress(TimeoutError):
@@ -199,7 +252,14 @@ class ClusterNode:
             del self._abandoned[process]
         await self._renew()
         live = await self._db(self.registry.live_nodes(self.stale_after_s))
-        leases = await self._db(self.leases.owners())
+        every = await self._db(self.leases.owners(include_expired=True))
+        read_at, wall = time.monotonic(), time.time()
+        leases = {process: lease for process, lease in every.items() if lease.expires_in_s > 0}
+        live_ids = {node.node_id for node in live}
+        left: set[str] | None = None  # the nodes that left cleanly, read once if needed
+        ends = [lease.expires_in_s for lease in leases.values()
+                if lease.node_id != self.node_id and lease.expires_in_s > 0]
+        self._next_expiry = read_at + min(ends) + EXPIRY_SLACK if ends else None
         desired = fair_share(list(self._processes()), live,
                              {process: lease.node_id for process, lease in leases.items()})
         self.desired = desired
@@ -216,7 +276,17 @@ class ClusterNode:
                     or (lease is not None and lease.node_id != self.node_id)):
                 continue  # another node's, ours already, or its owner hands it over itself
             await self._renew_if_due()
-            await self._claim(process)
+            prior = every.get(process)
+            taken = None
+            if prior is not None and prior.node_id not in (self.node_id, *live_ids):
+                if left is None:
+                    left = {n.node_id for n in await self._db(self.registry.nodes())
+                            if n.stopping}
+                if prior.node_id not in left:  # it died or was paused: not a clean hand-over
+                    taken = TakenOver(prior.node_id, prior.epoch,
+                                      wall + prior.expires_in_s)
+            await self._claim(process, taken)
+        await self.pruner.maybe_prune()
 
     async def _renew(self) -> None:
         held = {process: h.epoch for process, h in self._held.items()}
@@ -256,16 +326,22 @@ class ClusterNode:
         await self._db(self.leases.release(process, self.node_id, held.epoch))
         self._abandoned.pop(process, None)
 
-    async def _claim(self, process: str) -> None:
+    async def _claim(self, process: str, taken: TakenOver | None = None) -> None:
         sent = time.monotonic()
         try:
             epoch = await self._db(self.leases.claim(process, self.node_id, self.ttl_s))
         except psycopg.errors.LockNotAvailable:  # its old owner's write is still open
             log.info("cluster node %s: %s is locked by a write in flight", self.node_id, process)
+            soon = time.monotonic() + LOCKED_RETRY  # its transaction ends soon: try again then
+            self._next_expiry = min(self._next_expiry or soon, soon)
             return
         if epoch is None:
             return
         self._held[process] = _Held(epoch, sent + KEEP * self.ttl_s)
+        if taken is not None:
+            self.taken_over[process] = taken
+        else:
+            self.taken_over.pop(process, None)
         try:
             await self._on_gain(process, epoch)
         except Exception:

@@ -13,7 +13,8 @@ A redelivery or a replayed signature is recognised by its delivery key (``<path>
 id>`` or ``<path>#signature:...``, the same key the process's trigger gives it): by this
 standby's memory, by the inbox while the row waits, and by the owner's journal once it took the
 event (ClusterIngress.put_held reads its delivery index), each answering 200 ``duplicate`` with
-the first event's id.
+the first event's id; also when the same delivery reaches the owner, or another node, at the
+same moment (both hold the delivery key's lock while they decide: delivery_gate.py).
 
 A webhook on port 0 is not served by a standby: its port is new each time and no sender could
 know it; only the process's owner serves it.

@@ -28,4 +28,5 @@ from .views import RewindPlan as RewindPlan
 from .views import RewindResult as RewindResult
 from .views import RunView as RunView
 from .views import StepView as StepView
+from .views import WaitingRunView as WaitingRunView
 from .views import preview as preview

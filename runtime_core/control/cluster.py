@@ -2,11 +2,13 @@
 processes this node runs, and the cluster around them.
 
 Every process the manifests declare is listed, each with the node that owns it (``node``): the
-ones that run here as LocalControl shows them; the others with the state their journal last
-recorded and their owner from the leases. An event injected for a process that runs on another
-node goes into its cluster inbox (the owner takes it from there). Any other command or read of
-such a process is refused with NOT_OWNER, naming the owner (the API forwards it to that node
-before it gets here: api/cluster_forward.py).
+ones that run here as LocalControl shows them; the others with the figures their owner
+published on the cluster's status board (cluster/status_board.py: this node publishes its own
+there), their owner from the leases and how old the figures are (control/cluster_figures.py).
+An event injected for a process that runs on another node goes into its cluster inbox (the
+owner takes it from there). Any other command or read of such a process is refused with
+NOT_OWNER, naming the owner (the API forwards it to that node before it gets here:
+api/cluster_forward.py).
 ``cluster_nodes`` is the nodes view: address, heartbeat age, the processes each holds and
 their lease epochs.
 """
@@ -14,13 +16,25 @@ their lease epochs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import psycopg
 
 from runtime_core.cluster.errors import describe
 from runtime_core.cluster.host import ClusterHost
 from runtime_core.cluster.leases import Lease
+from runtime_core.cluster.nodes import NodeState, node_state
+from runtime_core.cluster.status_board import Figures, Published, read_board
 from runtime_core.control import local_views as views
+from runtime_core.control.cluster_figures import (
+    FiguresSeen,
+    elsewhere_row,
+    figures_of,
+    needs_journal_state,
+    published_status,
+)
 from runtime_core.control.inject import KEY_PREFIX, check_idempotency_key
 from runtime_core.control.local import LocalControl
 from runtime_core.control.plane import ControlError, Injected
@@ -45,6 +59,9 @@ class NodeView:
     max_processes: int | None
     processes: dict[str, int] = field(default_factory=dict)  # process -> its lease's epoch
     this_node: bool = False  # the node that answered
+    #: live, stopping, stale (silent past the lease TTL) or gone (silent past the TTL and the
+    #: grace: written off, pruned after a while; ``promptui nodes forget`` removes it now)
+    state: NodeState = "live"
 
 
 class ClusterControl(LocalControl):
@@ -52,6 +69,8 @@ class ClusterControl(LocalControl):
                  read_only: bool = False) -> None:
         super().__init__(runtime, name=name, read_only=read_only)
         self.host = host
+        self._figures_seen = FiguresSeen()
+        host.board.source = self._figures  # what this node publishes for the others' views
 
     def _registered(self, name: str, process: AgentProcess | None) -> AgentProcess | None:
         """``process`` if it is still the runtime's ``name`` (not removed by a step-down)."""
@@ -112,15 +131,36 @@ class ClusterControl(LocalControl):
                                "try again shortly", "INBOX_UNAVAILABLE") from None
         return Injected(held_as, replayed=taken == "duplicate")
 
-    async def _states(self, names: list[str]) -> dict[str, str]:
+    def _figures(self) -> Figures:
+        """The processes this node runs (or fails to start), for the status board."""
+        held = {name: (owned.epoch, process) for name, owned in list(self.host.owned.items())
+                if (process := self._shown(name)) is not None}
+        return figures_of(held, self.host.node_id)
+
+    async def _elsewhere_rows(self, names: list[str], leases: dict[str, Lease]
+                              ) -> list[ProcessSummary]:
+        """The rows of ``names``, which run on other nodes (or none): their published figures
+        and, where those do not say it, the state their journal last recorded. One read,
+        bounded by the connect timeout; the database down, the figures as last read."""
         if not names:
-            return {}
+            return []
+        published: dict[str, Published] | None = None
+        states: dict[str, str] = {}
         try:
             async with asyncio.timeout(self.host.connect_timeout), \
                     self.host.reads.connection() as conn:
-                return await last_states(conn, names)
-        except Exception:  # the database is down: the owners say enough
-            return {}
+                with contextlib.suppress(psycopg.Error):  # no node published yet, say
+                    published = await read_board(conn, names)
+                    self._figures_seen.keep(published)
+                shown = published if published is not None else self._figures_seen.aged(names)
+                states = await last_states(conn, [n for n in names if needs_journal_state(
+                    n, shown, leases)])
+        except Exception:  # the database is down: what there is
+            pass
+        if published is None:
+            published = self._figures_seen.aged(names)
+        return [elsewhere_row(name, published.get(name), leases.get(name), states.get(name))
+                for name in names]
 
     # -- reads -----------------------------------------------------------------------------
     async def runtime_info(self) -> dict[str, Any]:
@@ -139,17 +179,14 @@ class ClusterControl(LocalControl):
                 rows.append(replace(views.summary(process), node=self.host.node_id))
             else:
                 elsewhere.append(name)
-        states = await self._states(elsewhere)
-        rows += [_remote(name, states.get(name, "unknown"), leases.get(name))
-                 for name in elsewhere]
+        rows += await self._elsewhere_rows(elsewhere, leases)
         return sorted(rows, key=lambda row: row.name)
 
     async def process_status(self, name: str) -> dict[str, Any]:
         if self._shown(name) is None and name in self.host.manifests:
-            lease = (await self.host.owners()).get(name)
-            state = (await self._states([name])).get(name, "unknown")
-            return {"name": name, "state": state, "node": None if lease is None else
-                    lease.node_id, "epoch": None if lease is None else lease.epoch}
+            leases = await self.host.owners()
+            (row,) = await self._elsewhere_rows([name], leases)
+            return published_status(row, leases.get(name))
         failing = self.host.failing(name)
         process = self._shown(name)
         if failing is not None and process is not None:
@@ -167,7 +204,8 @@ class ClusterControl(LocalControl):
                 "skipped": list(self.host.webhooks.skipped)}
 
     async def cluster_nodes(self) -> list[NodeView]:
-        """Every registered node, live or not, with the live leases each holds."""
+        """Every registered node, live or not, with its state, how long since its last beat
+        and the live leases it holds."""
         try:
             async with asyncio.timeout(self.host.connect_timeout):
                 nodes = await self.host.registry.nodes()
@@ -177,19 +215,41 @@ class ClusterControl(LocalControl):
         held: dict[str, dict[str, int]] = {}
         for process, lease in (await self.host.owners()).items():
             held.setdefault(lease.node_id, {})[process] = lease.epoch
+        ttl = self.host.ttl_s
+        gone_after = self.host.node_aging.gone_after_s(ttl)
         return [NodeView(node_id=n.node_id, address=n.address,
                          heartbeat_age_s=round(n.heartbeat_age_s, 3),
-                         live=not n.stopping and n.heartbeat_age_s < self.host.ttl_s,
+                         live=not n.stopping and n.heartbeat_age_s < ttl,
                          stopping=n.stopping, max_processes=n.max_processes,
                          processes=dict(sorted(held.get(n.node_id, {}).items())),
-                         this_node=n.node_id == self.host.node_id) for n in nodes]
+                         this_node=n.node_id == self.host.node_id,
+                         state=node_state(n, ttl, gone_after)) for n in nodes]
 
-
-def _remote(name: str, state: str, lease: Lease | None) -> ProcessSummary:
-    """A process another node runs (or nobody, between owners): what the journal and the
-    leases say of it."""
-    return ProcessSummary(
-        name=name, state=state, suspend_reason="", queue_depth=0, queue_capacity=0,
-        active_runs=0, invocations=0, failure_streak=0, restarts=0, dead_letters=0,
-        waiting_runs=0, pending_retries=0, health="off", budget_use=None, mission_state="",
-        last_run_at=None, last_outcome="", node=None if lease is None else lease.node_id)
+    async def forget_node(self, node_id: str) -> list[str]:
+        """Remove ``node_id`` from the cluster's nodes and end the leases it still holds (the
+        processes released, which live nodes take over); refused for a live node."""
+        self._mutating("forget a node")
+        if node_id == self.host.node_id:
+            raise ControlError(f"node {node_id!r} is the node answering this request: it is "
+                               "live; stop it (SIGTERM) and it leaves the cluster by itself",
+                               "REFUSED")
+        ttl = self.host.ttl_s
+        try:
+            async with asyncio.timeout(self.host.connect_timeout):
+                found, released = await self.host.registry.forget(node_id, ttl)
+        except Exception as exc:
+            raise ControlError(f"the cluster's database ({self.host.shown}) cannot be "
+                               f"written now: {describe(exc)}; nothing was forgotten: try "
+                               "again shortly", "JOURNAL_UNAVAILABLE") from None
+        if found == "unknown":
+            raise ControlError(f"no node {node_id!r} is registered in the cluster ('promptui "
+                               "nodes' lists them)", "NOT_FOUND")
+        if found == "live":
+            raise ControlError(
+                f"node {node_id!r} is live (it beat within the lease TTL of {ttl:g} s): it "
+                "cannot be forgotten while it runs; stop it (SIGTERM: it hands its processes "
+                "over and leaves), or, if it is dead, try again once it has been silent for "
+                f"{ttl:g} s", "REFUSED")
+        if self.host.node is not None:
+            self.host.node.kick()  # take its processes over now, not at the next round
+        return released

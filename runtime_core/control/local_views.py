@@ -11,6 +11,7 @@ from typing import Any
 
 from runtime_core.control.redaction import redact_any, redactor, shown_config
 from runtime_core.control.views import (
+    WAITING_LISTED,
     DeadLetterView,
     IncidentView,
     ProcessDetail,
@@ -18,6 +19,7 @@ from runtime_core.control.views import (
     QueuedEventView,
     RunView,
     StepView,
+    WaitingRunView,
     preview,
 )
 from runtime_core.incidents.book import Incident, value_text
@@ -104,7 +106,10 @@ def summary(process: AgentProcess) -> ProcessSummary:
         last_outcome=preview(redactor(process)(outcome)),
         journal_fault=status.journal_fault or "", draining=status.draining is not None,
         journal_left_behind=tuple(kept.describe() for kept in getattr(
-            process.journal, "left_behind", None) or ()))
+            process.journal, "left_behind", None) or ()),
+        waiting=tuple(WaitingRunView(r.run_id, r.event.event_id, r.waiting_reason,
+                                     r.write_in_flight, r.started_at)
+                      for r in process.waiting_runs()[:WAITING_LISTED]))
 
 
 def run_views(process: AgentProcess) -> tuple[RunView, ...]:

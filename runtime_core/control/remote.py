@@ -296,6 +296,13 @@ class RemoteControl:
 
         return load_list(NodeView, found)
 
+    async def forget_node(self, node_id: str) -> list[str]:
+        """Forget a cluster node that is not live (its leases end); the processes released.
+        ControlError REFUSED for a live node, NOT_FOUND for an unknown one."""
+        self._mutating("forget a node")
+        found = await self._call("DELETE", _path("cluster", "nodes", node_id))
+        return [str(process) for process in found.get("leases_ended", [])]
+
     async def triggers(self, name: str) -> list[dict[str, Any]]:
         data: list[dict[str, Any]] = await self._call("GET", _path("processes", name,
                                                                   "triggers"))

@@ -18,9 +18,27 @@ from runtime_core.journal.rewind_plan import (
 
 __all__ = ["ContextChange", "DeadLetterView", "IncidentView", "JournalEntryView",
            "OutsideEffect", "ProcessDetail", "ProcessSummary", "QueuedEventView", "RewindMode",
-           "RewindPlan", "RewindResult", "RunView", "StepView", "preview"]
+           "RewindPlan", "RewindResult", "RunView", "StepView", "WaitingRunView", "figures_note",
+           "preview"]
 
 PREVIEW_CHARS = 200
+#: A process row lists at most this many of its waiting runs (``waiting_runs`` counts all).
+WAITING_LISTED = 100
+#: Figures another node published longer ago than this are marked as old in the views (its
+#: owner publishes every second when they change, every 2 s when they do not).
+STALE_AFTER_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingRunView:
+    """A run waiting for an operator, as its process's row lists it: ``promptui reconcile``
+    or ``promptui answer`` (or the room's detail page) settles it, on any node."""
+
+    run_id: str
+    event_id: str
+    reason: str  # unknown_write_outcome, missing_completion_evidence, elicitation
+    write_in_flight: str = ""  # the write whose outcome is unknown: "tool (idempotency key)"
+    started_at: float | None = None  # epoch seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +68,13 @@ class ProcessSummary:
     journal_left_behind: tuple[str, ...] = ()
     draining: bool = False  # stopping: the runs in flight (active_runs) may finish first
     node: str | None = None  # scale-out: the node that owns it (None: one box, or nobody now)
+    #: The runs waiting for an operator (the first WAITING_LISTED of them).
+    waiting: tuple[WaitingRunView, ...] = ()
+    #: Scale-out, a process another node runs: how many seconds ago its owner last published
+    #: these figures (None: read live on the node that answered, or no figures known).
+    as_of_age_s: float | None = None
+    #: False when no node published figures for it yet: its counts are zeros standing in.
+    figures_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +175,20 @@ class IncidentView:
     resolved_by: str = ""
     note: str = ""
     last_payload: str = ""  # a preview of the last payload seen, secrets redacted
+
+
+def figures_note(row: ProcessSummary) -> str:
+    """What a view says of a row's figures: "" when they are current (read here, or published
+    by their owner within STALE_AFTER_S), "no figures yet" (its counts are zeros standing in),
+    or "as of 12s ago" (its owner last published them then: silent, or between owners)."""
+    if not row.figures_known:
+        return "no figures yet"
+    seconds = row.as_of_age_s
+    if seconds is None or seconds < STALE_AFTER_S:
+        return ""
+    shown = f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}m" \
+        if seconds < 7200 else f"{seconds / 3600:.0f}h"
+    return f"as of {shown} ago"
 
 
 def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:

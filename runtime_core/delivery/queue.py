@@ -234,6 +234,19 @@ class Delivery:
         current = asyncio.current_task()
         return any(task is current for task in self._workers.values())
 
+    def cut_runs(self) -> int:
+        """Cancel every worker now, without waiting (see AgentProcess.cut_runs_now): the gate
+        closes, the events they held go back on the queue; how many were running one."""
+        self.cancel_reason = None
+        self._gate.clear()
+        current = asyncio.current_task()
+        running = sum(1 for index, task in self._workers.items()
+                      if index in self._running and task is not current)
+        for task in self._workers.values():
+            if task is not current:
+                task.cancel()
+        return running
+
     async def stop_workers(self, reason: str | None) -> None:
         """Cancel every worker (a running handler sees CancelledError) and wait for them.
 

@@ -111,3 +111,12 @@ def journal_fault(journal: object) -> str | None:
     """Why ``journal`` cannot be written now, or None (journals without the notion: None)."""
     state = getattr(journal, "faults", None)
     return state.reason if isinstance(state, FaultState) else None
+
+
+def fencing_token(journal: object) -> int | None:
+    """The lease epoch ``journal`` writes under (a scale-out node's journal of a process it
+    owns: ``fence=(process, epoch)``), or None for a journal that is not fenced."""
+    fence = getattr(journal, "fence", None)
+    if isinstance(fence, tuple) and len(fence) == 2 and isinstance(fence[1], int):
+        return fence[1]
+    return None

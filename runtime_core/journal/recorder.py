@@ -155,14 +155,18 @@ class ProcessRecorder:
 
     # -- runs (the RunRecorder protocol of runtime_core.runs) -------------------------------------
     def run_started(self, run_id: str, event_id: str, attempt: int,
-                    identity: dict[str, Any] | None = None, *, trace_id: str = "") -> None:
+                    identity: dict[str, Any] | None = None, *, trace_id: str = "",
+                    span_id: str = "") -> None:
         """Held until the run writes an entry that must wait, or folded into its end.
-        ``trace_id``: the OpenTelemetry trace of the run, when it is traced."""
+        ``trace_id``, ``span_id``: the OpenTelemetry trace of the run and its span, when it is
+        traced (a run resumed after a restart goes on under that span)."""
         data: dict[str, Any] = {"event_id": event_id, "attempt": attempt}
         if identity is not None:
             data["identity"] = identity
         if trace_id:
             data["trace_id"] = trace_id
+        if span_id:
+            data["span_id"] = span_id
         self._held[run_id] = _HeldStart(data)
         if self.full:  # the audit level keeps every step as its own entry, in its own time
             self._write_start(run_id)
@@ -300,8 +304,9 @@ class ProcessRecorder:
             started: dict[str, Any] = {"attempt": held.start.get("attempt", 1)}
             if held.usage:
                 started["usage"] = held.usage
-            if held.start.get("trace_id"):
-                started["trace_id"] = held.start["trace_id"]
+            for key in ("trace_id", "span_id"):
+                if held.start.get(key):
+                    started[key] = held.start[key]
             identity = held.start.get("identity")
             if isinstance(identity, dict):
                 kept = self._profile_of(identity)

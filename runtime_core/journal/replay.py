@@ -117,6 +117,8 @@ class RunRebuild:
     final_reply: str | None = None  # a final reply that has not yet been accepted
     waiting_evidence: bool = False  # parked until an operator answers
     missing: str = ""  # what evidence the evaluator missed
+    trace_id: str = ""  # the OpenTelemetry trace and span of its start, when it was traced
+    span_id: str = ""
 
 
 def apply_evidence(out: RunRebuild, data: dict[str, Any]) -> None:
@@ -154,6 +156,8 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
             out.model_calls += 1  # counted against the budget, never part of the history
             out.output_chars += len(d.get("reply") or "")
             continue
+        if kind == EntryType.RUN_STARTED:
+            out.trace_id, out.span_id = str(d.get("trace_id", "")), str(d.get("span_id", ""))
         if kind == EntryType.RUN_STARTED and isinstance(d.get("identity"), dict):
             out.identity = dict(d["identity"])
             out.started_seq = entry.seq

@@ -15,6 +15,7 @@ from runtime_core.agent.model import Model
 from runtime_core.agent.tools import AgentTool
 from runtime_core.config import ProcessConfig
 from runtime_core.journal.entry import EntryType
+from runtime_core.journal.faults import fencing_token
 from runtime_core.lifecycle import ProcessState, ProcessTransition, config_field
 from runtime_core.process.core import ProcessCore
 from runtime_core.process.ports import ExtraTools
@@ -97,7 +98,8 @@ class Assembly:
             hooks=core.hooks.for_tools, watch_tool_call=self._watch_tool_call,
             prompt_lines=[part.prompt_line for part in core.parts],
             memory_block=core.memory_block,
-            completion=config.profile.completion if config.profile else None))
+            completion=config.profile.completion if config.profile else None,
+            fencing_token=fencing_token(core.journal)))
         if self.toolbox is not None:  # what the servers ask during a call: the operator, the model
             asks = RunAsks(executor.services, core.waiting, core.inflight.get)
             for link in self.toolbox.links.values():

@@ -43,15 +43,18 @@ class Dispatch:
         recovered = core.resume.pop(event.event_id, None)
         if recovered is None and await self._refused(event, attempt):
             return
-        with tracing.run_span(core.name, event.event_id, event.trigger_type,
-                              attempt) as traced:
+        first = recovered.run if recovered is not None else None
+        with tracing.run_span(core.name, event.event_id, event.trigger_type, attempt,
+                              resumes=(first.trace_id, first.span_id) if first is not None
+                              and first.trace_id and first.span_id else None) as traced:
             if recovered is not None:  # a run a crash or an operator left half-way: go on
                 run = recovered.run
                 run.state = RunState.QUEUED
                 resume = recovered.resume_point()
-                run.trace_id = traced.trace_id or run.trace_id
+                run.trace_id = run.trace_id or traced.trace_id
+                run.span_id = run.span_id or traced.span_id
             else:
-                run = self._new_run(event, attempt, traced.trace_id)
+                run = self._new_run(event, attempt, traced)
             traced.set("promptui.run.id", run.run_id)
             self._started(run)
             try:
@@ -87,15 +90,15 @@ class Dispatch:
                 return True
         return False
 
-    def _new_run(self, event: TriggerEvent, attempt: int, trace_id: str) -> Run:
+    def _new_run(self, event: TriggerEvent, attempt: int, traced: tracing.RunSpan) -> Run:
         core = self.core
-        run = Run(core.name, event, attempt, trace_id=trace_id)
+        run = Run(core.name, event, attempt, trace_id=traced.trace_id, span_id=traced.span_id)
         if core.stamp is not None:  # frozen now: what this run executes
             run.identity = core.stamp.for_goal(render_event_message(event))
         if core.recorder is not None:
             core.recorder.run_started(run.run_id, event.event_id, attempt,
                                       run.identity.to_dict() if run.identity else None,
-                                      trace_id=trace_id)
+                                      trace_id=run.trace_id, span_id=run.span_id)
         return run
 
     def _started(self, run: Run) -> None:

@@ -21,7 +21,7 @@ from runtime_core.governance.hooks import HookEvent
 from runtime_core.incidents.keeper import Admission
 from runtime_core.journal.provider import JournalError
 from runtime_core.process.core import ProcessCore
-from runtime_core.process.ports import Waker
+from runtime_core.process.ports import DeliveryGate, Waker
 from runtime_core.triggers.base import DELIVERY_KEY, AcceptResult, TriggerEvent
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,33 @@ class Intake:
     async def accept_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
         """A push trigger (webhook) hands over an event and must answer its sender: only
         ACCEPTED makes the event ours, and only once its queue slot is held and it is durable.
-        With no room the sender is told QUEUE_FULL (503) before anything is promised."""
+        With no room the sender is told QUEUE_FULL (503) before anything is promised.
+
+        Under a runtime with a ``delivery_gate`` (a scale-out node's: ports.DeliveryGate) an
+        event with a delivery key is taken while the gate holds that key, so another node cannot
+        take the same delivery at the same time (it would answer its sender 202 for an event
+        that then never runs)."""
+        key = event.metadata.get(DELIVERY_KEY)
+        gate: DeliveryGate | None = getattr(self.core.host, "delivery_gate", None)
+        if gate is None or not isinstance(key, str) or self.core.refusal() is not None:
+            return await self._take_pushed(event)
+        entered = False
+        try:
+            async with gate.hold(self.core.name, key, event.event_id) as first:
+                entered = True
+                if first is not None:
+                    return AcceptResult.DUPLICATE, first
+                return await self._take_pushed(event)
+        except Exception as exc:
+            if entered:
+                raise
+            # not taken: the sender keeps the event and retries
+            log.warning("process %s: delivery %s cannot be checked across nodes now: %s",
+                        self.core.name, key, exc)
+            return AcceptResult.UNAVAILABLE, ("the cluster cannot check this delivery now; "
+                                              "try again after Retry-After")
+
+    async def _take_pushed(self, event: TriggerEvent) -> tuple[AcceptResult, str]:
         core = self.core
         refusal = core.refusal()
         if refusal is not None:

@@ -17,11 +17,13 @@ protocol               needed by                      implemented by
 ``DeadLetters``        triggers                       the delivery queue (core.delivery)
 ``EventRunner``        the supervisor's workers       dispatch
 ``ExtraTools``         assembly                       open mode's host
+``DeliveryGate``       intake (via the runtime)       a scale-out node (cluster/, optional)
 =====================  =============================  ==================================="""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -107,6 +109,19 @@ class EventIntake(Protocol):
 
     def availability(self) -> tuple[str, str | None]:
         """The process's state and why it refuses events now (None: it takes them)."""
+        ...
+
+
+class DeliveryGate(Protocol):
+    """One delivery key, one event, across the hosts that share a journal (a scale-out
+    cluster's nodes): held while a pushed event with a delivery key is checked and journaled,
+    so no other host takes the same delivery meanwhile."""
+
+    def hold(self, process: str, key: str, event_id: str
+             ) -> AbstractAsyncContextManager[str | None]:
+        """Hold ``key`` of ``process`` for the event ``event_id``; it yields the id of the
+        event the delivery is already held as elsewhere (then this one is a duplicate), or
+        None. Raises (nothing held) when it cannot tell now."""
         ...
 
 

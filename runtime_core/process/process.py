@@ -45,6 +45,7 @@ from runtime_core.process.parts.actions import Escalations
 from runtime_core.process.rewinding import ProcessRewinder
 from runtime_core.process.status import ProcessStatus, build_status
 from runtime_core.process.supervisor import Supervisor
+from runtime_core.process.takeover import Takeover
 from runtime_core.process.triggers import TriggerSet
 from runtime_core.runs.run import Run
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
@@ -120,6 +121,7 @@ class AgentProcess:
         supervisor.attach(self._assembly, self._triggers, runner=self._dispatch)
         # What an operator asks: answers for waiting runs, redelivery, rewind and fork.
         self._operator = Operator(core, self._journal)
+        self.takeover = Takeover(core)  # a scale-out node's side of a change of owner
         self._rewinder = ProcessRewinder(core, self._journal, suspension=supervisor,
                                          fork_model=model,
                                          fork_tools=self._assembly.python_tools)
@@ -246,11 +248,10 @@ class AgentProcess:
         await self._supervisor.start()
 
     async def stop(self, drain_timeout: float | None = None, *, keep_queue: bool = False) -> None:
-        """Stop the process. With ``drain_timeout`` (default: the config's ``drain_timeout``,
-        else 0) the runs in flight may finish first, up to that many seconds, while no new
-        event is taken; then what is left is cancelled and dead-lettered "process stopped".
-        ``keep_queue`` (promptui's hosts): nothing is dead-lettered, the next start (this
-        object's or a new one's on the journal) runs each kept event once."""
+        """Stop. With ``drain_timeout`` (default: the config's, else 0) the runs in flight may
+        finish first, up to that long, no new event taken; then the rest is cancelled and
+        dead-lettered "process stopped". ``keep_queue`` (promptui's hosts): nothing is
+        dead-lettered, the next start (of this object or on its journal) runs each kept once."""
         await self._supervisor.stop(drain_timeout, keep_queue=keep_queue)
 
     async def close(self, drain_timeout: float | None = None) -> None:

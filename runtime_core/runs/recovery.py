@@ -88,7 +88,8 @@ async def recover_process(
             continue
         entries = await journal.read(ReadFilter(process=name, run_id=open_run.run_id))
         rebuild = rebuild_run(entries)
-        run = Run(name, event, open_run.attempt, run_id=open_run.run_id)
+        run = Run(name, event, open_run.attempt, run_id=open_run.run_id,
+                  trace_id=rebuild.trace_id, span_id=rebuild.span_id)
         if rebuild.identity is not None:
             rebuild.identity = await full_identity(journal, name, rebuild.identity,
                                                    rebuild.started_seq or None)

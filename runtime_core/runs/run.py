@@ -98,6 +98,7 @@ class Run:
     pending: ResumePoint | None = None  # where a waiting run (evidence, a write) would continue
     last_step: int = 0
     trace_id: str = ""  # the OpenTelemetry trace of its execution, when traced
+    span_id: str = ""  # its first span in that trace (a resumed run's span is its child)
 
     @property
     def duration_ms(self) -> float:

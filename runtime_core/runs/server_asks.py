@@ -2,9 +2,11 @@
 
 Elicitation: the run waits (reason ``elicitation``) with the server's question and form, listed
 with the other waiting runs, until an operator answers (accept with values, decline, cancel),
-the server's ``elicitation_timeout`` passes (cancel) or the process stops (cancel). The question
-and the answer are journaled; the answer is durable before the server gets it. The tool call
-itself stays open meanwhile: the run goes back to running as soon as the answer is sent.
+the server's ``elicitation_timeout`` passes (cancel), the process stops (cancel) or the server
+goes away (its connection ends: cancel by "server went away", naming the server and why, while
+the process runs on). The question and the answer are journaled; the answer is durable before
+the server gets it. The tool call itself stays open meanwhile: the run goes back to running as
+soon as the answer is sent.
 
 Sampling: the process's own model answers, as one model call of the run (checked against and
 counted in its model-call budget), journaled as a model turn marked ``sampling``.
@@ -37,6 +39,9 @@ from runtime_core.runs.services import RunServices
 
 ELICITATION = "elicitation"
 CANCEL = ElicitationAnswer("cancel")
+#: who "answered" a question whose request was cut off: the server's end, or this side's
+SERVER_GONE = "server went away"
+STOPPED = "process stopped"
 
 
 @dataclass(eq=False)
@@ -49,6 +54,8 @@ class Question:
     answer: asyncio.Future[tuple[ElicitationAnswer, str]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
     settled: asyncio.Event = field(default_factory=asyncio.Event)
+    #: why the server went away, when its connection ended under this question
+    server_gone: str | None = None
 
     def detail(self) -> dict[str, Any]:
         """What an operator needs to answer: the question, the form, who asks and until when."""
@@ -99,6 +106,14 @@ class RunAsks:
         self.questions = questions  # WaitingRuns: ask(), forget()
         self.find_run = find_run
         self._locks: dict[str, asyncio.Lock] = {}
+        self._open: set[Question] = set()  # asked, not settled yet
+
+    def server_gone(self, server: str, reason: str) -> None:
+        """``server``'s connection ended under its questions: each waiting now is settled as
+        cut off by the server ("server went away") when its request is cancelled."""
+        for question in self._open:
+            if question.ask.server == server and question.server_gone is None:
+                question.server_gone = reason
 
     # -- elicitation -------------------------------------------------------------------------
     async def elicit(self, ask: Elicitation) -> ElicitationAnswer:
@@ -126,6 +141,7 @@ class RunAsks:
                 return CANCEL  # nothing durable, nothing asked
         run.state = RunState.WAITING
         run.waiting_reason = ELICITATION
+        self._open.add(question)
         self.questions.ask(question)
         try:
             try:
@@ -133,8 +149,12 @@ class RunAsks:
                     answer, actor = await asyncio.shield(question.answer)
             except TimeoutError:
                 answer, actor = CANCEL, "timeout"
-        except asyncio.CancelledError:  # the run, the link or the process went away
-            self._settle(question, CANCEL, "process stopped", durable=False)
+        except asyncio.CancelledError:  # the server went away, or the run or process did
+            gone = question.server_gone
+            self._settle(question, CANCEL, STOPPED if gone is None else SERVER_GONE,
+                         durable=False, reason=None if gone is None else (
+                             f"MCP server {ask.server!r} went away while its question "
+                             f"waited ({gone}); the process runs on"))
             raise
         await self._settle_durably(question, answer, actor)
         return answer
@@ -150,13 +170,16 @@ class RunAsks:
         self._settle(question, answer, actor, durable=True)
 
     def _settle(self, question: Question, answer: ElicitationAnswer, actor: str, *,
-                durable: bool) -> None:
+                durable: bool, reason: str | None = None) -> None:
         run, ask = question.run, question.ask
+        self._open.discard(question)
         self.questions.forget(run.run_id, question)
         if not durable and self.s.recorder is not None:
+            data = self._answer_data(question, answer, actor)
+            if reason is not None:
+                data["reason"] = reason
             with contextlib.suppress(JournalError):
-                self.s.recorder.submit(EntryType.ELICITATION_ANSWERED,
-                                       self._answer_data(question, answer, actor),
+                self.s.recorder.submit(EntryType.ELICITATION_ANSWERED, data,
                                        run_id=run.run_id)
         if run.state is RunState.WAITING and run.waiting_reason == ELICITATION:
             run.state = RunState.RUNNING

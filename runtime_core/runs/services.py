@@ -54,6 +54,7 @@ class RunServices:
     prompt_lines: Sequence[PromptLine] = ()
     memory_block: MemoryBlock | None = None
     completion: CompletionConfig | None = None  # None: any final reply completes the run
+    fencing_token: int | None = None  # the lease epoch on a scale-out node (ToolContext)
 
     def redact(self, text: str) -> str:
         return self.secrets.redact(text) if self.secrets is not None else text

@@ -76,7 +76,8 @@ class ToolStep:
         if self.s.watch_tool_call is not None:
             await self.s.watch_tool_call(call.name, args)
         ctx = ToolContext(self.s.process, run.run_id, step, run.event,
-                          self.s.context.state_snapshot(), secrets=self._secret_getter())
+                          self.s.context.state_snapshot(), secrets=self._secret_getter(),
+                          fencing_token=self.s.fencing_token)
         reporter = ctx.on_progress = self._progress(run, call, step)
         try:
             ok, text = await self._invoke(run, call, step, started, tool, args, ctx)

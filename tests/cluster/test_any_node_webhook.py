@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers.cluster import Cluster, Journal, Node, ledger_lines, write_agents
+from tests.helpers.cluster import Cluster, Journal, Node, hooked_agent, ledger_lines, write_agents
 from tests.helpers.polling import poll
 from tests.helpers.ports import free_port
 from tests.helpers.webhooks import github
@@ -26,29 +26,7 @@ pytestmark = pytest.mark.slow
 TTL = 2.0
 NAMES = ["p0", "p1"]
 SECRET = "cluster-hook-secret"
-HOOKED = """\
-version: "1.0"
-name: p0
-instructions: Record the item.
-model:
-  provider: scripted
-  turns:
-    - tool_calls: [{name: record, args: {item: $payload.i}}]
-    - reply: recorded
-tools:
-  - {path: "cluster_ledger:record", effect: write}
-triggers:
-  - type: webhook
-    webhook_path: /hooks/p0
-    webhook_port: ${HOOK_PORT}
-    signature_scheme: github
-    hmac_secret: ${HOOK_SECRET}
-    filter_expression: payload.i != "skip"
-journal: {level: checkpoint}
-config:
-  concurrency: 4
-  trigger_delivery: {max_retries: 0}
-"""
+HOOKED = hooked_agent(trigger_extra="    filter_expression: payload.i != \"skip\"\n")
 
 
 @pytest.fixture

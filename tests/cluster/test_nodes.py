@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from runtime_core.cluster import LeaseStore, NodeInfo, NodeRegistry
+from tests.helpers.cluster import age_node
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +24,6 @@ async def registry(pg_dsn: str) -> AsyncIterator[NodeRegistry]:
         await nodes.close()
 
 
-async def age(dsn: str, node_id: str, seconds: float) -> None:
-    """Make a node's last beat ``seconds`` old (by the database's clock)."""
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("UPDATE cluster_nodes SET heartbeat_at = clock_timestamp() "
-                           "- make_interval(secs => %s) WHERE node_id = %s", (seconds, node_id))
-
-
 async def test_register_beat_and_go_stale(pg_dsn: str, registry: NodeRegistry) -> None:
     await registry.register("b", "http://127.0.0.1:8002", 4)
     await registry.register("a", "http://127.0.0.1:8001")
@@ -38,7 +31,7 @@ async def test_register_beat_and_go_stale(pg_dsn: str, registry: NodeRegistry) -
     assert [(n.node_id, n.address, n.max_processes, n.stopping) for n in live] == [
         ("a", "http://127.0.0.1:8001", None, False), ("b", "http://127.0.0.1:8002", 4, False)]
     assert all(0 <= n.heartbeat_age_s < 5 for n in live)
-    await age(pg_dsn, "b", 10)
+    await age_node(pg_dsn, "b", 10)
     assert [n.node_id for n in await registry.live_nodes(stale_after_s=5)] == ["a"]
     assert await registry.heartbeat("b")  # it beats again: live again
     assert [n.node_id for n in await registry.live_nodes(stale_after_s=5)] == ["a", "b"]
@@ -65,7 +58,7 @@ async def test_leave_marks_stopping_and_releases_at_once(pg_dsn: str,
         assert await leases.claim("p1", "b", 30) == 2  # no TTL to wait out
         await registry.register("a", "http://127.0.0.1:8001")  # starting again: live
         assert [n.node_id for n in await registry.live_nodes(5)] == ["a", "b"]
-        await age(pg_dsn, "a", 100)
+        await age_node(pg_dsn, "a", 100)
         assert await registry.prune(dead_after_s=60) == ["a"]
         assert [n.node_id for n in await registry.nodes()] == ["b"]
     finally:

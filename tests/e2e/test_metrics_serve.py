@@ -105,3 +105,49 @@ def test_the_journal_holds_what_the_scrape_counted(tmp_path: Path) -> None:
                  result="accepted") == len(accepted) == 4
     assert value(found, "promptui_runs_total", process="worker",
                  outcome="succeeded") == len(ended), [e.get("data") for e in ended]
+
+
+GITHUB_HOOK = """\
+version: "1.0"
+name: gh
+instructions: Do the task.
+model:
+  provider: scripted
+  turns:
+    - reply: Done.
+journal: {level: checkpoint}
+triggers:
+  - {type: webhook, webhook_host: 127.0.0.1, webhook_port: 0, webhook_path: /github,
+     signature_scheme: github, hmac_secret: metrics-test-secret,
+     filter_expression: 'payload.action == "opened"'}
+"""
+
+
+def test_what_a_webhook_refused_is_counted_by_reason(tmp_path: Path) -> None:
+    """A GitHub webhook: one delivery taken, its redelivery (duplicate), a bad signature
+    (rejected) and an action the filter skips (filtered), each counted under its reason."""
+    from tests.helpers.webhooks import github
+
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "gh.agent").write_text(GITHUB_HOOK)
+    server = start_serve(tmp_path, str(agents), "--journal", str(tmp_path / "journal.db"))
+    try:
+        port = next(int(t["port"]) for t in
+                    server.client().get("/processes/gh/triggers").json())
+        url = f"http://127.0.0.1:{port}/github"
+        opened, closed = b'{"action": "opened"}', b'{"action": "closed"}'
+        secret = "metrics-test-secret"
+        statuses = [
+            httpx.post(url, content=opened, headers=github(opened, secret, "d-1")).status_code,
+            httpx.post(url, content=opened, headers=github(opened, secret, "d-1")).status_code,
+            httpx.post(url, content=opened, headers=github(opened, "wrong", "d-2")).status_code,
+            httpx.post(url, content=closed, headers=github(closed, secret, "d-3")).status_code,
+        ]
+        assert statuses == [202, 200, 401, 200], statuses
+        found = samples(scrape(server.url, server.token).text)
+    finally:
+        assert server.stop() == 0, server.stderr()[-3000:]
+    for reason in ("duplicate", "rejected", "filtered"):
+        assert value(found, "promptui_events_refused_total", process="gh",
+                     trigger_type="webhook", reason=reason) == 1, reason

@@ -68,6 +68,45 @@ def record(item: str, ctx: ToolContext) -> str:
 '''
 
 
+#: p0 of write_agents with a GitHub-signed webhook on a fixed port (``${HOOK_PORT}``, secret
+#: ``${HOOK_SECRET}``), served by every node; ``{trigger_extra}`` and ``{config_extra}`` add
+#: lines (indented) to the trigger and to the config.
+HOOKED_AGENT = """\
+version: "1.0"
+name: p0
+instructions: Record the item.
+model:
+  provider: scripted
+  turns:
+    - tool_calls: [{{name: record, args: {{item: $payload.i}}}}]
+    - reply: recorded
+tools:
+  - {{path: "cluster_ledger:record", effect: write}}
+triggers:
+  - type: webhook
+    webhook_path: /hooks/p0
+    webhook_port: ${{HOOK_PORT}}
+    signature_scheme: github
+    hmac_secret: ${{HOOK_SECRET}}
+{trigger_extra}journal: {{level: checkpoint}}
+config:
+  concurrency: 4
+  trigger_delivery: {{max_retries: 0}}
+{config_extra}"""
+
+
+def hooked_agent(trigger_extra: str = "", config_extra: str = "") -> str:
+    """HOOKED_AGENT with the extra trigger and config lines."""
+    return HOOKED_AGENT.format(trigger_extra=trigger_extra, config_extra=config_extra)
+
+
+async def age_node(dsn: str, node_id: str, seconds: float) -> None:
+    """Make a node's last beat ``seconds`` old (by the database's clock)."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute("UPDATE cluster_nodes SET heartbeat_at = clock_timestamp() "
+                           "- make_interval(secs => %s) WHERE node_id = %s", (seconds, node_id))
+
+
 def write_agents(folder: Path, names: list[str]) -> Path:
     agents = folder / "agents"
     agents.mkdir(parents=True, exist_ok=True)

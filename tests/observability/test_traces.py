@@ -248,3 +248,52 @@ def test_promptui_exports_the_runs_of_the_demo_over_otlp(tmp_path: Path) -> None
     for name in (b"run ticker", b"chat scripted", b"gen_ai.usage.output_tokens",
                  b"promptui.run.outcome"):
         assert name in body
+
+
+async def test_a_run_resumed_after_a_restart_goes_on_in_its_first_trace(
+        tmp_path: Path, spans: InMemorySpanExporter) -> None:
+    """A run parked on a write whose outcome is unknown, the process closed and a new one
+    started on the same journal, the write reconciled: the run's second span is a child of
+    its first, in the same trace, and the journal keeps the first trace id."""
+    from runtime_core import OutcomeUnknown
+
+    async def charge(order: str) -> str:
+        """A write whose answer never comes."""
+        raise OutcomeUnknown("the payment server did not answer")
+
+    config = ProcessConfig(model={"provider": "scripted", "turns": [
+        {"tool_calls": [{"name": "charge", "args": {"order": "A-1"}}]},
+        {"reply": "charged"}]}, journal={"level": "checkpoint"})
+    path = tmp_path / "journal.db"
+    journal = SQLiteJournal(path)
+    first = AgentProcess("orders", config, tools=[tool(charge, effect="write")],
+                         journal=journal)
+    await first.start()
+    try:
+        await first.inject(TriggerEvent("t", "manual", {"order": "A-1"}))
+        parked = await wait_for(lambda: first.waiting_runs() or None, what="a parked write")
+    finally:
+        await first.shutdown()
+        await journal.close()
+    run_id = parked[0].run_id
+    journal = SQLiteJournal(path)
+    second = AgentProcess("orders", config, tools=[tool(charge, effect="write")],
+                          journal=journal)
+    await second.start()
+    try:
+        await wait_for(lambda: second.waiting_runs() or None, what="the run recovered")
+        await second.reconcile(run_id, "applied", result="charged")
+        await wait_for(lambda: [r for r in second.recent_runs() if r.run_id == run_id
+                                and r.state.value == "succeeded"] or None,
+                       what="the resumed run to finish")
+    finally:
+        await second.stop()
+        await journal.close()
+    runs = [s for s in by_name(spans.get_finished_spans(), "run ")
+            if s.attributes and s.attributes.get("promptui.run.id") == run_id]
+    assert len(runs) == 2, runs
+    before, after = runs
+    assert before.context is not None and after.context is not None
+    assert after.context.trace_id == before.context.trace_id
+    assert after.parent is not None and after.parent.span_id == before.context.span_id
+    assert after.attributes is not None and after.attributes.get("promptui.run.resumed")

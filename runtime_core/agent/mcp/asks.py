@@ -95,6 +95,11 @@ class AskHandler(Protocol):
 
     async def sample(self, ask: Sampling) -> SamplingReply: ...
 
+    def server_gone(self, server: str, reason: str) -> None:
+        """``server``'s connection ended (``reason``) while questions of it wait: they are
+        about to be cut off (their requests cancelled), by the server's end, not this side's."""
+        ...
+
 
 def _call_of(server: str, tool: str, meta: Mapping[str, Any]) -> CallInFlight | None:
     key = meta.get(CALL_KEY_META)
@@ -191,6 +196,13 @@ class ServerAsks:
                 if left is not None:
                     deadline.reschedule(now + max(0.0, left))
                     self._deadlines[deadline] = None
+
+    def connection_lost(self, reason: str) -> None:
+        """The link found its connection broken (the server exited or went away): the questions
+        waiting now are cut off by that, and the handler is told before their requests are
+        cancelled, so it does not take the cut for a stop of the process."""
+        if self._asking and self.handler is not None:
+            self.handler.server_gone(self.server, reason)
 
     def current_call(self) -> CallInFlight | None:
         """The call a request belongs to: the one the request arrived inside (the 2026 wire

@@ -176,6 +176,7 @@ class McpServerLink:
         if self._lost is None:
             self._lost = reason
         self._up.clear()
+        self.asks.connection_lost(reason)  # before the session's end cancels its questions
         self._gone.set()
 
     async def _serve(self, ready: asyncio.Future[list[RemoteTool]]) -> None:
