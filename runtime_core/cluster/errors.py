@@ -4,6 +4,7 @@ node tells a passing fault (the database down, a lost connection, a timeout) fro
 from __future__ import annotations
 
 import psycopg
+from pydantic import ValidationError
 
 from runtime_core.errors import RuntimeBaseError
 
@@ -45,4 +46,7 @@ def describe(exc: BaseException) -> str:
     """One line an operator can read."""
     if isinstance(exc, TimeoutError):
         return "PostgreSQL did not answer in time"
+    if isinstance(exc, ValidationError):  # each field and why, not pydantic's headline
+        return "; ".join(f"{'.'.join(str(part) for part in error['loc']) or 'config'}: "
+                         f"{error['msg']}" for error in exc.errors())
     return (str(exc).strip() or type(exc).__name__).splitlines()[0]

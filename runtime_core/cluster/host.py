@@ -77,13 +77,16 @@ class Owned:
     holds: asyncio.Task[None] | None = None  # watches a takeover's old owner (_watch_holds)
 
 
-def cluster_config(config: ProcessConfig, dsn: str) -> ProcessConfig:
+def cluster_config(config: ProcessConfig, dsn: str, name: str = "a process") -> ProcessConfig:
     """A copy of ``config`` journaling to the cluster's PostgreSQL (a process that keeps no
     journal keeps one here: a takeover recovers from it)."""
     copy = config.model_copy(deep=True)
     level = copy.journal.level if copy.journal.level != "none" else "checkpoint"
+    if copy.journal.retention is not None:  # SQLite-only: the cluster's journal keeps all
+        log.info("cluster: %s's journal.retention does not apply on PostgreSQL (it keeps "
+                 "every entry); the cluster runs it without", name)
     copy.journal = copy.journal.model_copy(update={"backend": "postgres", "dsn": dsn,
-                                                   "level": level})
+                                                   "level": level, "retention": None})
     return copy
 
 
@@ -301,7 +304,7 @@ class ClusterHost:
             process = owned.process
             if process is None:
                 process = owned.process = self.runtime.add_manifest(
-                    manifest, config=cluster_config(manifest.config, self.dsn),
+                    manifest, config=cluster_config(manifest.config, self.dsn, name),
                     journal=owned.journal)
             await process.start()  # CREATED, or FAILED by the start before (a retry)
         except Exception as exc:
