@@ -93,8 +93,9 @@ def test_commands_and_reads_on_the_non_owner_reach_the_owner(cluster: Cluster) -
         assert injected.status_code == 202
         event_id = injected.json()["event_id"]
         runs = poll(lambda: (got := client.get("/processes/p0/runs")).status_code == 200
-                    and any(r.get("event_id") == event_id for r in got.json()) and got,
-                    30, "the run, read through the non-owner")
+                    and any(r.get("event_id") == event_id and r.get("state") == "succeeded"
+                            for r in got.json()) and got,
+                    30, "the run finished, read through the non-owner")
     with owner.client() as direct:
         assert direct.get("/processes/p0/runs").json() == runs.json()
         missing = direct.get("/processes/p0/runs/no-such-run/waiting")

@@ -409,20 +409,29 @@ def reconcile_waiting(cluster: Cluster, names: list[str], ledger: Path,
     for name, node in cluster.owners().items():
         if name not in names:
             continue
-        with node.client(10.0) as client:
-            runs = client.get(f"/processes/{name}/runs", params={"state": "waiting"})
-            if runs.status_code != 200:
-                continue
-            for run in runs.json():
-                detail = client.get(f"/processes/{name}/runs/{run['run_id']}/waiting").json()
-                applied = detail.get("idempotency_key") in keys
-                answer = client.post(f"/processes/{name}/runs/{run['run_id']}/reconcile",
-                                     json={"outcome": "applied" if applied else "not_applied",
-                                           "result": "written" if applied else None,
-                                           "note": "checked the ledger"})
-                settled += answer.status_code == 200
-                if answer.status_code == 200 and not applied and not_applied is not None:
-                    not_applied.add(run["event_id"])
+        try:
+            settled += _reconcile_on(node, name, keys, not_applied)
+        except httpx.HTTPError:  # a node moving or busy: the caller polls, it comes again
+            continue
+    return settled
+
+
+def _reconcile_on(node: Node, name: str, keys: set[str], not_applied: set[str] | None) -> int:
+    settled = 0
+    with node.client(10.0) as client:
+        runs = client.get(f"/processes/{name}/runs", params={"state": "waiting"})
+        if runs.status_code != 200:
+            return 0
+        for run in runs.json():
+            detail = client.get(f"/processes/{name}/runs/{run['run_id']}/waiting").json()
+            applied = detail.get("idempotency_key") in keys
+            answer = client.post(f"/processes/{name}/runs/{run['run_id']}/reconcile",
+                                 json={"outcome": "applied" if applied else "not_applied",
+                                       "result": "written" if applied else None,
+                                       "note": "checked the ledger"})
+            settled += answer.status_code == 200
+            if answer.status_code == 200 and not applied and not_applied is not None:
+                not_applied.add(run["event_id"])
     return settled
 
 
