@@ -105,7 +105,7 @@ async def recover(db: Path) -> dict[str, float]:
             "recovery_under_tracemalloc_ms": round(traced_ms, 2),
             "tracemalloc_peak_mb": round(peak / 2**20, 2),
             "rss_growth_mb": round((rss_after - rss_before) / 1024, 2),
-            "entries_replayed": recovery.summary["entries_replayed"],
+            "entries_read": recovery.summary["entries_read"],
             "invocation_count": recovery.summary["invocation_count"]}
 
 

@@ -24,6 +24,7 @@ from .control.remote import OrchestrationClient as OrchestrationClient
 from .delivery.config import TriggerDeliveryConfig as TriggerDeliveryConfig
 from .delivery.dead_letters import DeadLetterReason as DeadLetterReason
 from .errors import RuntimeBaseError as RuntimeBaseError
+from .event_sinks import CallbackSink as CallbackSink
 from .events import EventNotifier as EventNotifier
 from .events import RuntimeEvent as RuntimeEvent
 from .events import Subscription as Subscription
@@ -42,8 +43,11 @@ from .governance.health import HealthMonitor as HealthMonitor
 from .governance.hooks import HookContext as HookContext
 from .governance.hooks import HookEvent as HookEvent
 from .governance.hooks import HookManager as HookManager
+from .governance.reference_names import BudgetState as BudgetState
+from .governance.reference_names import escalate as escalate
 from .incidents.config import IncidentConfig as IncidentConfig
 from .journal.config import JournalConfig as JournalConfig
+from .journal.entry import CheckpointEntry as CheckpointEntry
 from .journal.entry import JournalEntry as JournalEntry
 from .journal.memory import InMemoryJournal as InMemoryJournal
 from .journal.postgres.journal import PostgresJournal as PostgresJournal
@@ -73,6 +77,7 @@ from .runs.run import FailureReason as FailureReason
 from .runs.run import Run as Run
 from .runs.run import RunState as RunState
 from .runtime import AgentRuntime as AgentRuntime
+from .runtime_config import RuntimeConfig as RuntimeConfig
 from .triggers.base import TriggerEvent as TriggerEvent
 from .triggers.config import TriggerConfig as TriggerConfig
 from .triggers.custom import register_trigger_type as register_trigger_type

@@ -31,6 +31,7 @@ from runtime_core.governance.config import (
     SecretScopeConfig,
     ToolCostAnnotation,
 )
+from runtime_core.governance.hooks_config import HookConfig
 from runtime_core.incidents.config import IncidentConfig
 from runtime_core.journal.config import JournalConfig
 from runtime_core.memory.config import MemoryConfig
@@ -52,6 +53,7 @@ __all__ = [
     "EscalationTarget",
     "ExecutionMode",
     "HealthConfig",
+    "HookConfig",
     "InboxConfig",
     "IncidentConfig",
     "JournalConfig",
@@ -142,6 +144,9 @@ class ProcessConfig(StrictModel):
         "The autonomy budget: limits per run and per day."))
     secrets: SecretScopeConfig = Field(default_factory=SecretScopeConfig, description=(
         "Secrets for tools, never written anywhere."))
+    hooks: list[HookConfig] = Field(default_factory=list, description=(
+        "Hooks registered on process.hooks at its making: {event, callback: "
+        "'module:function'} or {event, command: [program, args...]} (see Hooks)."))
     inbox: InboxConfig = Field(default_factory=InboxConfig, description=(
         "Operator messages and questions for the agent."))
     mission: MissionConfig = Field(default_factory=MissionConfig, description=(

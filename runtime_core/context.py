@@ -115,7 +115,13 @@ class AgentContext:
 
 class ConversationBuffer:
     """Bounded message history. A run commits its messages in one call, so concurrent runs never
-    interleave their turns."""
+    interleave their turns.
+
+    Code written for the reference runtime finds its method names here too: ``append``,
+    ``extend``, ``get_messages``, ``set_messages``, ``clear``, the awaitable
+    ``async_snapshot``/``async_replace``/``async_append``, ``to_dict``/``from_dict`` and
+    ``len()``. One difference: ``max_messages=0`` keeps no message here (the reference kept
+    all); pass a large number for "all"."""
 
     def __init__(self, max_messages: int = 100, *, enabled: bool = True) -> None:
         self.max_messages = max_messages
@@ -128,7 +134,46 @@ class ConversationBuffer:
             self._messages.extend(messages)
 
     def messages(self) -> list[Message]:
+        """A copy of the messages, oldest first."""
         return list(self._messages) if self.enabled else []
+
+    # -- the reference runtime's names (thin aliases) ---------------------------------------
+    def append(self, message: Message) -> None:
+        """Add one message (the reference's name; a run uses ``commit``)."""
+        self.commit([message])
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        """Add messages in order (the reference's name for ``commit``)."""
+        self.commit(messages)
+
+    def get_messages(self) -> list[Message]:
+        """A copy of the messages, oldest first (the reference's name for ``messages``)."""
+        return self.messages()
+
+    async def async_snapshot(self) -> list[Message]:
+        """``get_messages``, awaitable (the reference locked its buffer; ours needs no lock:
+        a run commits in one call)."""
+        return self.messages()
+
+    async def async_replace(self, messages: Iterable[Message]) -> None:
+        """``set_messages``, awaitable."""
+        self.set_messages(messages)
+
+    async def async_append(self, message: Message) -> None:
+        """``append``, awaitable."""
+        self.append(message)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{max_messages, enabled, messages}``, the reference's serialised form."""
+        return {"max_messages": self.max_messages, "enabled": self.enabled,
+                "messages": self.messages()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConversationBuffer:
+        """A buffer from ``to_dict``'s form (a missing ``max_messages`` is 100)."""
+        buffer = cls(int(data.get("max_messages", 100)), enabled=bool(data.get("enabled", True)))
+        buffer.set_messages(list(data.get("messages") or []))
+        return buffer
 
     def set_messages(self, messages: Iterable[Message]) -> None:
         """Replace the history (a recovery, a rewind); kept only while history is on."""

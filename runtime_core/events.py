@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal
 
+from runtime_core.event_sinks import CallbackSink
+
 log = logging.getLogger(__name__)
 
 Severity = Literal["debug", "info", "warning", "critical"]
@@ -34,6 +36,21 @@ class RuntimeEvent:
         data["kind"] = self.kind
         data["severity"] = self.severity
         return data
+
+    @property
+    def event_type(self) -> str:
+        """The type, e.g. ``process.started`` (the reference's name for ``kind``)."""
+        return self.kind
+
+    @property
+    def agent_id(self) -> str:
+        """The process's name (the reference's name for ``process``)."""
+        return self.process
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The fields but ``process`` and ``timestamp`` (the reference's ``data``)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("process", "timestamp")}
 
     def redacted(self, redact: Callable[[str], str]) -> RuntimeEvent:
         """This event with ``redact`` applied to every text in it (itself when none changes)."""
@@ -421,14 +438,26 @@ EventCallback = Callable[[RuntimeEvent], None]
 
 
 class EventNotifier:
-    """Fans runtime events out to subscriptions and synchronous callbacks."""
+    """Fans runtime events out to subscriptions and synchronous callbacks, and to the
+    reference runtime's sinks: ``EventNotifier(sinks=[CallbackSink(fn, events=[...])])``."""
 
-    def __init__(self) -> None:
+    def __init__(self, sinks: Iterable[CallbackSink] | None = None) -> None:
         self._subscriptions: list[Subscription] = []
         self._callbacks: list[EventCallback] = []
         self.emitted = 0
         #: Applied to every event before anyone sees it (the control plane hides secrets).
         self.redact: Callable[[RuntimeEvent], RuntimeEvent] | None = None
+        for sink in sinks or ():
+            self.add_sink(sink)
+
+    def add_sink(self, sink: CallbackSink) -> None:
+        """Deliver every event to ``sink`` from now on. The reference's other sinks (webhook,
+        log, ...) are not here: a CallbackSink around your code does what they did."""
+        if not isinstance(sink, CallbackSink):
+            raise TypeError(f"EventNotifier takes CallbackSink sinks, not {type(sink).__name__}:"
+                            " wrap your handler, CallbackSink(handler, events=[...])")
+        if sink not in self._callbacks:
+            self._callbacks.append(sink)
 
     def subscribe(self, maxsize: int = 10_000, kinds: Iterable[str] | None = None) -> Subscription:
         if maxsize < 1:

@@ -6,9 +6,9 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from runtime_core.errors import RuntimeBaseError
 
@@ -78,8 +78,25 @@ class StateError(ValueError, RuntimeBaseError):
 ProcessStateError = StateError
 
 
+class AlreadyDone:
+    """Something a call returns at once that code written for the reference runtime awaits
+    (there the call is a coroutine): ``await x`` is ``x``, and ``x`` works unawaited too.
+    ``ProcessLifecycle.transition`` returns one, and ``AgentRuntime.add_process`` (an
+    AgentProcess is one)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, Self]:
+        yield from ()
+        return self
+
+
 @dataclass(frozen=True, slots=True)
-class ProcessTransition:
+class ProcessTransition(AlreadyDone):
+    """One change of state: from, to, when (epoch seconds), why, and what came with it.
+    Awaitable (it is itself), as the reference runtime's ``await lifecycle.transition(...)``
+    expects."""
+
     from_state: ProcessState
     to_state: ProcessState
     timestamp: float
@@ -130,6 +147,9 @@ class ProcessLifecycle:
     def transition(
         self, target: ProcessState, *, reason: str = "", metadata: dict[str, Any] | None = None
     ) -> ProcessTransition:
+        """Move to ``target`` (StateError if the current state does not allow it), record the
+        transition and tell the listeners. Returns the transition, which may also be awaited:
+        ``await lifecycle.transition(...)``, as written for the reference, works the same."""
         if target not in VALID_TRANSITIONS[self._state]:
             raise StateError(self._state, target)
         record = ProcessTransition(self._state, target, time.time(), reason, dict(metadata or {}))

@@ -23,6 +23,7 @@ from runtime_core.lifecycle import field_of, one_line
 from runtime_core.manifest.loader import Manifest, load_directory, load_manifest
 from runtime_core.process.ports import DeliveryGate
 from runtime_core.process.process import AgentProcess
+from runtime_core.runtime_config import RuntimeConfig
 
 
 class AgentRuntime:
@@ -31,7 +32,8 @@ class AgentRuntime:
     typed event, for the control room and the API), one clock and one set of shared hooks; and
     one journal per journal file or database, since SQLite has one writer.
 
-    Processes are added from a config (``add_process``), a ``.agent`` manifest
+    Processes are added from a config (``add_process``; those of a ``RuntimeConfig`` given to
+    the constructor, the reference runtime's form, are added so), a ``.agent`` manifest
     (``load_manifest``, ``load_directory``, ``add_manifest``: the runtime remembers each one's
     file to name it in start problems) or by a process itself (open mode's spawn, ``fork``).
     ``start_all`` starts every process that is down and keeps going past one that fails
@@ -44,6 +46,7 @@ class AgentRuntime:
 
     def __init__(
         self,
+        config: RuntimeConfig | None = None,
         *,
         event_bus: EventBus | None = None,
         broker: MessageBroker | None = None,
@@ -67,6 +70,8 @@ class AgentRuntime:
         #: Scale-out: holds a delivery key across the nodes while a process takes an event with
         #: it (process/intake.py), set by a cluster host (cluster/delivery_gate.py).
         self.delivery_gate: DeliveryGate | None = None
+        for name, process_config in (config.processes if config is not None else {}).items():
+            self.add_process(name, process_config)  # the reference's AgentRuntime(config)
 
     def _journal_for(self, config: ProcessConfig) -> JournalProvider | None:
         cfg = config.journal
@@ -152,7 +157,9 @@ class AgentRuntime:
         journal: JournalProvider | None = None,
     ) -> AgentProcess:
         """Add a process, not started, sharing the runtime's bus, broker, notifier, clock and
-        hooks, and the runtime's journal for the one its config names. ``journal``: the
+        hooks, and the runtime's journal for the one its config names. Returns it at once; it
+        may also be awaited, as ``await runtime.add_process(...)`` written for the reference
+        does (an AgentProcess awaited is itself). ``journal``: the
         process's own journal instead (a scale-out node's, fenced to its lease); kept with the
         runtime's journals (closed by stop_all and shutdown, its faults reported) until
         remove_process closes it."""

@@ -176,7 +176,7 @@ OTHER_PARAMETERS = {
     "run_id": "Only the entries of this run.",
     "state": "Only runs in this state: queued, running, waiting, succeeded, failed, cancelled.",
     "entry_id": "A journal entry's id, PROCESS:SEQ.",
-    "mode": "both, conversation, state, or cancel (a preview).",
+    "mode": "both, conversation_only, code_only, summarize, or cancel (a preview).",
     "process": "Only this process's incidents.",
 }
 

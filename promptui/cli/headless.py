@@ -92,7 +92,7 @@ def status_table(runtime: AgentRuntime, elapsed: float, width: int = 120) -> Tab
         table.add_row(name, state, str(status["invocation_count"]),
                       str(status["consecutive_failures"]), str(status["restart_count"]),
                       str(status["queue_size"]), str(status["pending_retries"]),
-                      str(status["dead_letter_count"]), str(status["waiting_runs"]),
+                      str(status["dead_letter_total"]), str(status["waiting_runs"]),
                       last_outcome(process))
     return table
 

@@ -155,7 +155,7 @@ class RuntimeCollector(Collector):
                 state.add_metric([name, each.value], 1.0 if status.state == each.value else 0.0)
             queued.add_metric([name], status.queue_size)
             retries.add_metric([name], status.pending_retries)
-            dead.add_metric([name], status.dead_letter_count)
+            dead.add_metric([name], status.dead_letter_total)
             waiting.add_metric([name], status.waiting_runs)
             active.add_metric([name], status.active_runs)
         yield from (state, queued, retries, dead, waiting, active)

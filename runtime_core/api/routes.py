@@ -26,6 +26,7 @@ from runtime_core.control.views import (
     JournalEntryView,
     ProcessDetail,
     ProcessSummary,
+    RewindMode,
     RewindPlan,
     RewindResult,
     RunView,
@@ -35,7 +36,6 @@ from runtime_core.strict import StrictModel
 
 router = APIRouter(prefix="/api/v1")
 Name = Annotated[str, Field(min_length=1, max_length=200)]
-Mode = Literal["both", "conversation", "state", "cancel"]
 Seq = Annotated[int | None, Query(ge=0, le=storable.MAX_INT)]  # SQLite integers: 64 bits
 # A JSON object body the journal can keep (see storable.py): checked before the command runs.
 JsonObject = Annotated[dict[str, Any], AfterValidator(storable.checked), Body()]
@@ -86,9 +86,9 @@ class ElicitationBody(Strict):
 
 class RewindBody(Strict):
     entry_id: str = Field(min_length=1, max_length=300, description="PROCESS:SEQ")
-    mode: Mode = Field(default="both", description=(
-        "both, conversation (the conversation only), state (the context state only), or "
-        "cancel (nothing: a preview)."))
+    mode: RewindMode = Field(default=RewindMode.BOTH, description=(
+        "both, conversation_only, code_only (the context state only), summarize (keeps "
+        "both, adds a summary of the interval) or cancel (nothing: a preview)."))
 
 
 class ForkBody(Strict):
@@ -424,16 +424,16 @@ async def elicitation(request: Request, name: str, run_id: str,
             responses=errors(*ON_PROCESS))
 async def rewind_plan(request: Request, name: str,
                       entry_id: Annotated[str, Query(min_length=1, max_length=300)],
-                      mode: Mode = "both") -> RewindPlan:
+                      mode: RewindMode = RewindMode.BOTH) -> RewindPlan:
     """Preview a rewind to just before an entry: what changes, what stays done."""
-    return await control_of(request).rewind_plan(name, entry_id, mode)
+    return await control_of(request).rewind_plan(name, entry_id, mode.value)
 
 
 @router.post("/processes/{name}/rewind", response_model=RewindResult,
              responses=errors(*COMMAND))
 async def rewind(request: Request, name: str, body: RewindBody) -> RewindResult:
     """Rewind to just before an entry; a ``rewind`` entry records it (history is kept)."""
-    return await control_of(request).rewind(name, body.entry_id, body.mode)
+    return await control_of(request).rewind(name, body.entry_id, body.mode.value)
 
 
 @router.post("/processes/{name}/fork", status_code=201, responses=errors(*COMMAND))

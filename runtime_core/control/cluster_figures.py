@@ -31,7 +31,8 @@ STATUS_KEYS = {"state": "state", "suspend_reason": "suspend_reason",
                "queue_size": "queue_depth", "queue_capacity": "queue_capacity",
                "active_runs": "active_runs", "invocation_count": "invocations",
                "consecutive_failures": "failure_streak", "restart_count": "restarts",
-               "dead_letter_count": "dead_letters", "waiting_runs": "waiting_runs",
+               "dead_letter_count": "dead_letters", "dead_letter_total": "dead_letters",
+               "waiting_runs": "waiting_runs",
                "pending_retries": "pending_retries", "mission_state": "mission_state",
                "journal_fault": "journal_fault"}
 

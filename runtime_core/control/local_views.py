@@ -98,7 +98,7 @@ def summary(process: AgentProcess) -> ProcessSummary:
         queue_depth=status.queue_size, queue_capacity=status.queue_capacity,
         active_runs=status.active_runs, invocations=status.invocation_count,
         failure_streak=status.consecutive_failures, restarts=status.restart_count,
-        dead_letters=status.dead_letter_count, waiting_runs=status.waiting_runs,
+        dead_letters=status.dead_letter_total, waiting_runs=status.waiting_runs,
         pending_retries=status.pending_retries, health=health,
         budget_use=_budget_use(status.budget, limits),
         mission_state=status.mission_state or "",

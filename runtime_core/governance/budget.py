@@ -56,6 +56,8 @@ class Budget:
         self.clock = clock
         self.run_tool_calls = 0
         self.run_model_calls = 0
+        self.run_cost = 0.0
+        self.run_irreversible = 0
         self.day = self._day_key()
         self.daily: dict[str, float] = dict.fromkeys(_DAILY, 0.0)
         self._warned: set[str] = set()
@@ -81,6 +83,8 @@ class Budget:
         return {
             "max_tool_calls_per_run": (c.max_tool_calls_per_run, self.run_tool_calls),
             "max_model_calls_per_run": (c.max_model_calls_per_run, self.run_model_calls),
+            "max_cost_per_run": (c.max_cost_per_run, self.run_cost),
+            "max_irreversible_per_run": (c.max_irreversible_per_run, self.run_irreversible),
             "max_runs_per_day": (c.max_runs_per_day, self.daily["runs"]),
             "max_tool_calls_per_day": (c.max_tool_calls_per_day, self.daily["tool_calls"]),
             "max_cost_per_day": (c.max_cost_per_day, self.daily["cost"]),
@@ -101,6 +105,8 @@ class Budget:
         self._roll_day()
         self.run_tool_calls = 0
         self.run_model_calls = 0
+        self.run_cost = 0.0
+        self.run_irreversible = 0
         refused = self._over("max_runs_per_day", self.daily["runs"] + 1)
         if refused is None:
             self.daily["runs"] += 1
@@ -119,17 +125,21 @@ class Budget:
         cost = self.config.tool_costs.get(tool, ToolCostAnnotation())
         checks = [("max_tool_calls_per_run", self.run_tool_calls + 1),
                   ("max_tool_calls_per_day", self.daily["tool_calls"] + 1),
+                  ("max_cost_per_run", self.run_cost + cost.cost_weight),
                   ("max_cost_per_day", self.daily["cost"] + cost.cost_weight)]
         if cost.irreversible:
+            checks.append(("max_irreversible_per_run", self.run_irreversible + 1))
             checks.append(("max_irreversible_per_day", self.daily["irreversible"] + 1))
         for name, would_be in checks:
             refused = self._over(name, would_be, tool)
             if refused is not None:
                 return refused
         self.run_tool_calls += 1
+        self.run_cost += cost.cost_weight
         self.daily["tool_calls"] += 1
         self.daily["cost"] += cost.cost_weight
         if cost.irreversible:
+            self.run_irreversible += 1
             self.daily["irreversible"] += 1
         self._note_warnings()
         return None

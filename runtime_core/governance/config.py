@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from runtime_core.agent.script import RemoteModelSpec, ScriptedModelSpec, check_model_setting
-from runtime_core.strict import KeyCheckedModel, StrictModel
+from runtime_core.strict import STRICT_KEYS_CONTEXT, KeyCheckedModel, StrictModel
 from runtime_core.triggers.filters.expression import compile_state_check
 
 __all__ = [
+    "BUDGET_ALIASES",
     "WINDOW_MAX",
     "BudgetConfig",
     "EscalationTarget",
@@ -27,6 +28,8 @@ __all__ = [
 ]
 
 ExecutionMode = Literal["strict", "open"]
+#: The reference runtime's spellings of BudgetConfig fields -> promptui's (both accepted).
+BUDGET_ALIASES = {"max_llm_turns_per_run": "max_model_calls_per_run"}
 
 class EscalationTarget(KeyCheckedModel):
     """Where an escalation goes: ``webhook_url`` (a JSON POST) and/or ``event_type`` (an event
@@ -72,14 +75,15 @@ class EscalationTarget(KeyCheckedModel):
 
 class ToolCostAnnotation(KeyCheckedModel):
     """What one call of a tool costs against the autonomy budget: its weight toward
-    ``max_cost_per_day`` and whether it counts toward ``max_irreversible_per_day``."""
+    ``max_cost_per_run`` and ``max_cost_per_day``, and whether it counts toward
+    ``max_irreversible_per_run`` and ``max_irreversible_per_day``."""
 
     cost_weight: Annotated[float, Field(gt=0, description=(
-        "What one call adds to the day's cost (max_cost_per_day); a tool not listed in "
-        "tool_costs weighs 1."))] = 1.0
+        "What one call adds to the run's and the day's cost (max_cost_per_run, "
+        "max_cost_per_day); a tool not listed in tool_costs weighs 1."))] = 1.0
     irreversible: bool = Field(default=False, description=(
         "The call cannot be undone (a payment, a deletion): it also counts toward "
-        "max_irreversible_per_day."))
+        "max_irreversible_per_run and max_irreversible_per_day."))
 
 
 class BudgetConfig(KeyCheckedModel):
@@ -93,6 +97,12 @@ class BudgetConfig(KeyCheckedModel):
         "Tool calls one run may make; the call past it is not executed."))
     max_model_calls_per_run: Annotated[int, Field(ge=1)] | None = Field(default=None, description=(
         "Model calls one run may make."))
+    max_cost_per_run: Annotated[float, Field(gt=0)] | None = Field(default=None, description=(
+        "The run's total of the tools' cost_weight (see tool_costs)."))
+    max_irreversible_per_run: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description=(
+            "Calls of tools marked irreversible (tool_costs) one run may make; 0 forbids "
+            "them."))
     max_runs_per_day: Annotated[int, Field(ge=1)] | None = Field(default=None, description=(
         "Runs a day; an event past it is dead-lettered (budget exceeded), ready to redeliver."))
     max_tool_calls_per_day: Annotated[int, Field(ge=1)] | None = Field(default=None, description=(
@@ -116,6 +126,30 @@ class BudgetConfig(KeyCheckedModel):
         "limit."))] = 0.8
     daily_reset_hour_utc: Annotated[int, Field(ge=0, le=23, description=(
         "The hour (UTC) at which the day's counters start again."))] = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits_never_dropped(cls, data: Any, info: ValidationInfo) -> Any:
+        """The reference's ``max_llm_turns_per_run`` is ``max_model_calls_per_run``; a limit
+        this config does not know is an error even from Python (where another unknown key is
+        only a FutureWarning): a budget cap must never disappear silently."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for old, new in BUDGET_ALIASES.items():
+            if old in data:
+                if new in data:
+                    raise ValueError(f"give {new!r} or {old!r} (the reference runtime's "
+                                     "spelling), not both")
+                data[new] = data.pop(old)
+        unknown = sorted(str(k) for k in data if str(k).startswith("max_")
+                         and k not in cls.model_fields)
+        strict = isinstance(info.context, dict) and info.context.get(STRICT_KEYS_CONTEXT)
+        if unknown and not strict:  # strict (a manifest, a patch): refused as any unknown key
+            limits = ", ".join(k for k in cls.model_fields if k.startswith("max_"))
+            raise ValueError(f"unknown budget limit(s) {', '.join(unknown)}: a limit is never "
+                             f"dropped; the limits are: {limits}")
+        return data
 
 
 WINDOW_MAX = 10_000
@@ -236,8 +270,18 @@ class SecretScopeConfig(KeyCheckedModel):
         "start)."))
     default_ttl: Annotated[float, Field(gt=0)] | None = Field(default=None, description=(
         "Seconds a resolved secret stays usable; not set: until the process stops."))
+    ttls: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict, description=(
+        "Secret name -> seconds it stays usable, overriding default_ttl for that secret."))
     revoke_on_stop: bool = Field(default=True, description=(
         "Forget the values on stop (they are resolved again at the next start)."))
+
+    @model_validator(mode="after")
+    def _ttls_name_secrets(self) -> SecretScopeConfig:
+        unknown = sorted(set(self.ttls) - set(self.secrets))
+        if unknown:
+            raise ValueError(f"ttls names {', '.join(map(repr, unknown))}, not in secrets; the "
+                             f"secrets are: {', '.join(self.secrets) or '(none)'}")
+        return self
 
 
 class OpenModeConfig(StrictModel):

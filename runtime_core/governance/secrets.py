@@ -40,8 +40,8 @@ class SecretScope:
                                       "which is not set")
                 return os.environ[var]
             value = ENV_REF.sub(lookup, spec)
-            expires = (self.clock.monotonic() + self.config.default_ttl
-                       if self.config.default_ttl else None)
+            ttl = self.config.ttls.get(name, self.config.default_ttl)
+            expires = self.clock.monotonic() + ttl if ttl else None
             values[name] = (value, expires)
             if value:
                 self._seen[value] = name

@@ -1,4 +1,5 @@
 from .config import JournalConfig as JournalConfig
+from .entry import CheckpointEntry as CheckpointEntry
 from .entry import EntryType as EntryType
 from .entry import JournalEntry as JournalEntry
 from .file import FileJournal as FileJournal

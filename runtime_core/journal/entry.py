@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,3 +98,59 @@ class JournalEntry:
             timestamp=float(data.get("timestamp", time.time())),
             seq=int(data.get("seq", 0)),
         )
+
+
+@dataclass(slots=True, eq=False)
+class CheckpointEntry(JournalEntry):
+    """A checkpoint entry, as ``last_checkpoint`` returns it. It also reads as the state it
+    holds, the dict the reference runtime's ``last_checkpoint`` returned:
+    ``cp["context_state"]``, ``cp.get("invocation_count")``, ``"budget" in cp``, ``dict(cp)``
+    and ``cp == {...}`` all look at ``cp.data``. It is true even when that state is empty
+    (None, not an empty dict, says there is no checkpoint)."""
+
+    @classmethod
+    def of(cls, entry: JournalEntry) -> CheckpointEntry:
+        """The same entry, as a CheckpointEntry."""
+        return cls(entry.process, entry.entry_type, entry.data, entry.process_id, entry.run_id,
+                   entry.timestamp, entry.seq)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``data.get``: a key of the checkpoint's state, or ``default``."""
+        return self.data.get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        """The state's keys (so ``dict(cp)`` is the state)."""
+        return self.data.keys()
+
+    def values(self) -> ValuesView[Any]:
+        """The state's values."""
+        return self.data.values()
+
+    def items(self) -> ItemsView[str, Any]:
+        """The state's items."""
+        return self.data.items()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self.data == dict(other)
+        if isinstance(other, JournalEntry):
+            return (self.process, self.entry_type, self.data, self.process_id, self.run_id,
+                    self.timestamp, self.seq) == (other.process, other.entry_type, other.data,
+                                                  other.process_id, other.run_id,
+                                                  other.timestamp, other.seq)
+        return NotImplemented

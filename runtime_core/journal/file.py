@@ -8,10 +8,11 @@ use. To read a reference JSONL journal directory, import it into one of these in
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runtime_core.journal.entry import JournalEntry
+from runtime_core.journal.entry import CheckpointEntry, JournalEntry
 from runtime_core.journal.provider import OpenRun, ReadFilter, StoredDeadLetter
 from runtime_core.journal.sqlite.journal import SQLiteJournal
 
@@ -44,9 +45,12 @@ class FileJournal(SQLiteJournal):
         await self._ready()
         await super().flush()
 
-    async def read(self, query: ReadFilter) -> list[JournalEntry]:
+    async def read(self, query: ReadFilter | str, *, since: datetime | float | None = None,
+                   entry_type: str | None = None, limit: int | None = None
+                   ) -> list[JournalEntry]:
+        """The entries ``query`` selects (a ReadFilter, or a process name: see read_filter)."""
         await self._ready()
-        return await super().read(query)
+        return await super().read(query, since=since, entry_type=entry_type, limit=limit)
 
     async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
         await self._ready()
@@ -57,7 +61,7 @@ class FileJournal(SQLiteJournal):
         await self._ready()
         return await super().checkpoint(process, state, process_id=process_id)
 
-    async def last_checkpoint(self, process: str) -> JournalEntry | None:
+    async def last_checkpoint(self, process: str) -> CheckpointEntry | None:
         await self._ready()
         return await super().last_checkpoint(process)
 

@@ -7,15 +7,17 @@ import copy
 import json
 import time
 from collections import OrderedDict
+from datetime import datetime
 from typing import Any
 
-from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.entry import CheckpointEntry, EntryType, JournalEntry
 from runtime_core.journal.provider import (
     DELIVERY_KEEP_SECONDS,
     IndexRules,
     OpenRun,
     ReadFilter,
     StoredDeadLetter,
+    read_filter,
     to_json,
 )
 
@@ -116,7 +118,11 @@ class InMemoryJournal:
     async def flush(self) -> None:
         return None
 
-    async def read(self, query: ReadFilter) -> list[JournalEntry]:
+    async def read(self, query: ReadFilter | str, *, since: datetime | float | None = None,
+                   entry_type: str | None = None, limit: int | None = None
+                   ) -> list[JournalEntry]:
+        """The entries ``query`` selects (a ReadFilter, or a process name: see read_filter)."""
+        query = read_filter(query, since=since, entry_type=entry_type, limit=limit)
         out = [
             e for e in self._entries
             if (query.process is None or e.process == query.process)
@@ -147,10 +153,10 @@ class InMemoryJournal:
         return await self.append(JournalEntry(process, EntryType.CHECKPOINT, dict(state),
                                               process_id=process_id))
 
-    async def last_checkpoint(self, process: str) -> JournalEntry | None:
+    async def last_checkpoint(self, process: str) -> CheckpointEntry | None:
         for entry in reversed(self._entries):
             if entry.process == process and entry.entry_type == EntryType.CHECKPOINT:
-                return copy.deepcopy(entry)
+                return CheckpointEntry.of(copy.deepcopy(entry))
         return None
 
     async def pending_events(self, process: str) -> list[dict[str, Any]]:

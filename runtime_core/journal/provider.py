@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from runtime_core.errors import RuntimeBaseError
-from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.entry import CheckpointEntry, EntryType, JournalEntry
 from runtime_core.triggers.base import DELIVERY_KEY
 
 #: How long the delivery index remembers a delivery (senders redeliver within days).
@@ -76,6 +77,24 @@ class ReadFilter:
     newest_first: bool = False
 
 
+def read_filter(query: ReadFilter | str, *, since: datetime | float | None = None,
+                entry_type: str | None = None, limit: int | None = None) -> ReadFilter:
+    """What ``read`` was asked: a ReadFilter as it is, or the reference runtime's form,
+    ``read("name", since=datetime, entry_type=..., limit=...)`` (a process's entries, oldest
+    first, at or after ``since``, at most ``limit``). TypeError for a mix of the two."""
+    if isinstance(query, ReadFilter):
+        if since is not None or entry_type is not None or limit is not None:
+            raise TypeError("read(ReadFilter(...)) takes every filter inside the ReadFilter, "
+                            "e.g. ReadFilter(process='name', entry_type='checkpoint', "
+                            "since_time=..., limit=10)")
+        return query
+    if not isinstance(query, str):
+        raise TypeError(f"read() takes a ReadFilter or a process name, not "
+                        f"{type(query).__name__}")
+    after = since.timestamp() if isinstance(since, datetime) else since
+    return ReadFilter(process=query, entry_type=entry_type, since_time=after, limit=limit)
+
+
 @dataclass(frozen=True, slots=True)
 class StoredDeadLetter:
     """A dead letter as the journal keeps it: the event (as a dict), the reason, the error,
@@ -124,12 +143,20 @@ class JournalProvider(Protocol):
         """Wait until every entry appended so far is committed."""
         ...
 
-    async def read(self, query: ReadFilter) -> list[JournalEntry]: ...
+    async def read(self, query: ReadFilter | str, *, since: datetime | float | None = None,
+                   entry_type: str | None = None, limit: int | None = None
+                   ) -> list[JournalEntry]:
+        """The entries ``query`` selects (see ``read_filter``: a process name with the
+        reference's keywords works too)."""
+        ...
 
     async def checkpoint(self, process: str, state: dict[str, Any], *, process_id: str = ""
                          ) -> JournalEntry: ...
 
-    async def last_checkpoint(self, process: str) -> JournalEntry | None: ...
+    async def last_checkpoint(self, process: str) -> CheckpointEntry | None:
+        """The process's newest checkpoint, or None. It reads as its state too
+        (``cp["context_state"]``), as the reference's dict did."""
+        ...
 
     async def pending_events(self, process: str) -> list[dict[str, Any]]: ...
 

@@ -49,7 +49,11 @@ async def full_identity(journal: JournalProvider, process: str, identity: dict[s
 
 
 class ReplayEngine:
-    """``recover(process)`` reads the last checkpoint and only the entries after it."""
+    """``recover(process)`` reads the last checkpoint and only the entries after it.
+
+    Its ``entries_replayed`` and ``last_entry_type`` are the spec's, as if a checkpoint had
+    followed every run (we write one every ``checkpoint_every`` runs): counted from the last
+    run's end when one follows the last checkpoint. ``entries_read`` is what it read."""
 
     def __init__(self, journal: JournalProvider) -> None:
         self.journal = journal
@@ -63,19 +67,31 @@ class ReplayEngine:
         since = checkpoint.seq if checkpoint is not None else 0
         entries = await self.journal.read(ReadFilter(process=process, since_seq=since))
         last_type = checkpoint.entry_type if checkpoint is not None else None
+        # The spec checkpoints after every run; we checkpoint every N runs (journal config).
+        # What recovery reports is counted from where the spec's last checkpoint would be:
+        # the last run's end, if one follows our last checkpoint (``tail``: entries after it).
+        tail: int | None = None
         for entry in entries:
             last_type = entry.entry_type
             d = entry.data
             fold_context(context_state, entry)  # updates, tool results, a rewind's state
+            if tail is not None:
+                tail += 1
             if entry.entry_type == EntryType.STATE_TRANSITION:
                 lifecycle = str(d.get("to_state", lifecycle))
-            elif entry.entry_type == EntryType.RUN_FINISHED and d.get("state") == "succeeded":
-                invocations += 1
+            elif entry.entry_type == EntryType.RUN_FINISHED:
+                tail = 0
+                if d.get("state") == "succeeded":
+                    invocations += 1
+        if tail == 0:  # the spec's checkpoint would be the last entry
+            last_type = EntryType.CHECKPOINT
         return {
             "context_state": context_state,
             "lifecycle_state": lifecycle,
             "last_entry_type": last_type,
-            "entries_replayed": len(entries),
+            "entries_replayed": len(entries) if tail is None else tail,
+            "entries_read": len(entries),  # what this recovery read after our checkpoint
+            "run_ended_after_checkpoint": tail is not None,
             "invocation_count": invocations,
             "checkpoint": data if checkpoint is not None else None,
             "found": checkpoint is not None or bool(entries),

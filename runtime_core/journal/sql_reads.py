@@ -11,15 +11,17 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
-from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.entry import CheckpointEntry, EntryType, JournalEntry
 from runtime_core.journal.faults import FaultState
 from runtime_core.journal.provider import (
     DELIVERY_KEEP_SECONDS,
     OpenRun,
     ReadFilter,
     StoredDeadLetter,
+    read_filter,
 )
 
 
@@ -67,7 +69,11 @@ class SqlReads(ABC):
     def _q(self, sql: str) -> str:
         return sql if self.MARK == "?" else sql.replace("?", self.MARK)
 
-    async def read(self, query: ReadFilter) -> list[JournalEntry]:
+    async def read(self, query: ReadFilter | str, *, since: datetime | float | None = None,
+                   entry_type: str | None = None, limit: int | None = None
+                   ) -> list[JournalEntry]:
+        """The entries ``query`` selects (a ReadFilter, or a process name: see read_filter)."""
+        query = read_filter(query, since=since, entry_type=entry_type, limit=limit)
         decode = type(self).row_to_entry
         return [decode(row) for row in await self._fetch(*type(self).read_sql(query))]
 
@@ -83,10 +89,10 @@ class SqlReads(ABC):
         return await self.append(JournalEntry(process, EntryType.CHECKPOINT, dict(state),
                                               process_id=process_id))
 
-    async def last_checkpoint(self, process: str) -> JournalEntry | None:
+    async def last_checkpoint(self, process: str) -> CheckpointEntry | None:
         found = await self.read(ReadFilter(process=process, entry_type=EntryType.CHECKPOINT,
                                            newest_first=True, limit=1))  # by the type index
-        return found[0] if found else None
+        return CheckpointEntry.of(found[0]) if found else None
 
     async def pending_events(self, process: str) -> list[dict[str, Any]]:
         rows = await self._fetch(self._q(

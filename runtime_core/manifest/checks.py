@@ -7,6 +7,8 @@ when the process starts. A manifest that validates must start.
 * a file_watch ``watch_path`` is a readable folder, or can be created (the trigger creates a
   missing one at start, so that is fine); a file, or a parent that is a file or not writable,
   is an error, since the trigger would fail at start;
+* a hook's command program exists (a warning: it may be installed before the start), and a
+  hook's callback module can be found (with imports);
 * two webhook triggers of the processes checked together do not want the same path on the
   same address (the second would not start); a webhook port something already listens on is a
   warning (it may be free when the process runs; port 0 never is).
@@ -16,7 +18,9 @@ Each finding is a ManifestProblem at the field that causes it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import socket
 import sys
 from collections.abc import Sequence
@@ -67,6 +71,8 @@ def check_start(manifests: Sequence[Checkable], *, imports: bool = True,
             (report.warnings if warning else report.errors).append(problem)
 
         config = manifest.config
+        for place, message, warning in _hook_problems(config, manifest.base_dir, imports):
+            found(place, message, warning=warning)
         if (script := _script_problem(config.model, manifest.base_dir)) is not None:
             found(("model",), script)
         for index, trigger in enumerate(config.triggers):
@@ -111,6 +117,40 @@ def _check_tools(manifests: Sequence[Checkable], reports: list[StartReport],
                 line, column = manifest.positions.find(("tools", index, "path"))
                 report.errors.append(ManifestProblem(str(manifest.path), line, column,
                                                      f"tools[{index}]", error))
+
+
+def _hook_problems(config: ProcessConfig, base_dir: Path, imports: bool
+                   ) -> list[tuple[tuple[Any, ...], str, bool]]:
+    """A hook command that is not there (a warning), a callback module that cannot be found
+    (an error; with ``imports``: finding a module in a package imports the package)."""
+    found: list[tuple[tuple[Any, ...], str, bool]] = []
+    for index, hook in enumerate(config.hooks):
+        if hook.command:
+            program = hook.command[0]
+            folder = (Path(hook.cwd).expanduser() if hook.cwd else base_dir).resolve()
+            local = os.sep in program or program.startswith(".")
+            there = (folder / program).is_file() if local else shutil.which(program) is not None
+            if not there:
+                found.append((("hooks", index, "command"), f"program {program!r} is not there "
+                              f"(looked in {folder if local else 'PATH'}); the hook fails "
+                              "each time it runs until it is", True))
+        elif imports and isinstance(hook.callback, str):
+            module = hook.callback.partition(":")[0]
+            added = str(base_dir.resolve()) not in sys.path
+            if added:
+                sys.path.insert(0, str(base_dir.resolve()))
+            try:
+                spec = importlib.util.find_spec(module)
+            except (ImportError, ValueError):
+                spec = None
+            finally:
+                if added:
+                    sys.path.remove(str(base_dir.resolve()))
+            if spec is None:
+                found.append((("hooks", index, "callback"), f"module {module!r} is not found "
+                              "(beside the manifest or installed); correct the path "
+                              "'module:function'", False))
+    return found
 
 
 def _script_problem(model: Any, base_dir: Path) -> str | None:

@@ -7,12 +7,33 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_core.config import ProcessConfig
+from runtime_core.governance.config import BUDGET_ALIASES
 from runtime_core.memory.config import MEMORY_ALIASES
 from runtime_core.triggers.config import TRIGGER_ALIASES, WATCH_EVENT_ALIASES
 from runtime_core.triggers.filters.expression import FilterError, compile_filter
 
 #: note(where, message, at_key)
 Note = Callable[[tuple[Any, ...], str, bool], None]
+#: Sections the reference runtime's manifests set under ``config:``, promptui at the top level:
+#: read from either place (not both).
+REFERENCE_CONFIG_SECTIONS = ("inbox",)
+_STATE_TOOL = ("'state_tool' (the reference runtime's update_state tool) is not built in: "
+               "remove it, and give the agent a Python tool that writes the state: a function "
+               "with a ToolContext parameter calling ctx.set(key, value), listed under tools: "
+               "(see the porting page)")
+
+
+def refusals(data: dict[str, Any]) -> dict[tuple[Any, ...], str]:
+    """The reference runtime's settings promptui refuses, each with what to write instead (the
+    manifest's place -> the message); they replace the generic 'unknown key' errors."""
+    found: dict[tuple[Any, ...], str] = {}
+    config = data.get("config")
+    for where, section in ((("context",), data.get("context")),
+                           (("config", "context"), config.get("context")
+                            if isinstance(config, dict) else None)):
+        if isinstance(section, dict) and "state_tool" in section:
+            found[(*where, "state_tool")] = _STATE_TOOL
+    return found
 
 
 def porting_notes(data: dict[str, Any], config: ProcessConfig, note: Note) -> None:
@@ -25,6 +46,7 @@ def porting_notes(data: dict[str, Any], config: ProcessConfig, note: Note) -> No
     journal = data.get("journal")
     if isinstance(journal, dict) and config.journal.backend == "sqlite":
         _journal_notes(journal, config.journal.path, note)
+    _section_notes(data, note)
     memory = data.get("memory")
     if isinstance(memory, dict):
         for alias, canonical in MEMORY_ALIASES.items():
@@ -74,3 +96,17 @@ def _journal_notes(journal: dict[str, Any], path: str, note: Note) -> None:
     written = journal.get("path")
     if isinstance(written, str) and written != path:
         note(("journal", "path"), f"{written!r} is a folder: the journal is {path}", False)
+
+
+def _section_notes(data: dict[str, Any], note: Note) -> None:
+    config = data.get("config")
+    for key in REFERENCE_CONFIG_SECTIONS:
+        if isinstance(config, dict) and key in config and key not in data:
+            note(("config", key), f"config.{key} is the reference runtime's place; promptui "
+                                  f"reads it as the top-level {key}: section", True)
+    budget = data.get("budget")
+    if isinstance(budget, dict):
+        for old, new in BUDGET_ALIASES.items():
+            if old in budget:
+                note(("budget", old), f"{old!r} is the reference runtime's spelling of {new!r} "
+                                      "(both are accepted)", True)

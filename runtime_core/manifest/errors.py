@@ -14,7 +14,7 @@ from runtime_core.config import ProcessConfig
 #: Where a ProcessConfig field comes from in a manifest.
 FIELD_SOURCES = {"model": "model", "instructions": "instructions", "tools": "tools",
                  "triggers": "triggers", "journal": "journal", "health": "health",
-                 "budget": "budget", "secrets": "secrets", "inbox": "inbox",
+                 "budget": "budget", "secrets": "secrets", "inbox": "inbox", "hooks": "hooks",
                  "mission": "mission", "servers": "servers", "profile": "profile",
                  "memory": "memory",
                  "execution_mode": "execution_mode", "open_mode": "open_mode",

@@ -31,7 +31,7 @@ from runtime_core.governance.redaction import is_reference
 from runtime_core.manifest.checks import IMPORT_TIMEOUT as IMPORT_TIMEOUT
 from runtime_core.manifest.checks import StartReport as StartReport
 from runtime_core.manifest.checks import check_start as check_start
-from runtime_core.manifest.compat import porting_notes
+from runtime_core.manifest.compat import REFERENCE_CONFIG_SECTIONS, porting_notes, refusals
 from runtime_core.manifest.env import ENV_PATTERN as ENV_PATTERN
 from runtime_core.manifest.env import MANIFEST_DIR_VARIABLE as MANIFEST_DIR_VARIABLE
 from runtime_core.manifest.env import substitute_env
@@ -71,6 +71,7 @@ MANIFEST_KEYS: dict[str, str] = {
     "open_mode": "open-mode limits: max_dynamic_triggers, allow_process_spawn, ...",
     "secrets": "secrets for tools: {name: '${ENV_VAR}'}, never written anywhere",
     "inbox": "operator messages and questions (send_message, ask)",
+    "hooks": "hooks: [{event, command: [program, args]} or {event, callback: 'module:fn'}]",
     "memory": "long-term memory: {provider: in_memory|sqlite, path, auto_inject, ...}",
     "incidents": "incidents from webhook/event fingerprints: {fingerprint, reopen_window, ...}",
     "drain_timeout": "seconds a stop lets the runs in flight finish before cancelling them",
@@ -130,8 +131,8 @@ def parse_manifest(text: str, path: Path) -> Manifest:
                 for key in NOT_YET_APPLIED if key in data]
     raw: dict[str, Any] = {}
     for key in ("model", "instructions", "tools", "triggers", "health", "budget", "secrets",
-                "inbox", "mission", "servers", "profile", "memory", "incidents", "execution_mode",
-                "open_mode", "drain_timeout"):
+                "inbox", "hooks", "mission", "servers", "profile", "memory", "incidents",
+                "execution_mode", "open_mode", "drain_timeout"):
         if key in data:
             raw[key] = data[key]
     raw["journal"] = data["journal"] if data.get("journal") is not None else {
@@ -149,7 +150,9 @@ def parse_manifest(text: str, path: Path) -> Manifest:
         problem(("config",), "config is a mapping of ProcessConfig fields")
         overrides = {}
     for key, value in overrides.items():
-        if key in FIELD_SOURCES or key == "journal":
+        if key in REFERENCE_CONFIG_SECTIONS and key not in data:
+            raw[key] = value  # the reference runtime's place for it; a note says ours
+        elif key in FIELD_SOURCES or key == "journal":
             problem(("config", key), f"set {key!r} at the top level, not under config", key=True)
         elif key == "context" and isinstance(value, dict):
             raw.setdefault("context", {}).update(value)
@@ -158,6 +161,9 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     # before the triggers are checked: a plugin registers the custom trigger types they name
     import_plugins(data.get("plugins"), path.parent, lambda where, message: problem(
         where, message))
+    refused = refusals(data)  # reference-only settings: said with what to write instead
+    for where, message in refused.items():
+        problem(where, message, key=True)
     config: ProcessConfig | None = None
     try:
         # strict_keys: an unknown key in a governance section is an error in a manifest
@@ -167,7 +173,8 @@ def parse_manifest(text: str, path: Path) -> Manifest:
             if where[:2] == ("config", "context") and isinstance(top_context, dict) and \
                     len(where) > 2 and where[2] in top_context:
                 where = ("context", *where[2:])  # written at the top level
-            problem(where, message, key=at_key)
+            if where not in refused:
+                problem(where, message, key=at_key)
     for server_name, server in _usable_entries(config, raw.get("servers")).items():
         try:
             check_server(server_name, server, path.parent)

@@ -25,7 +25,7 @@ from runtime_core.triggers.custom import custom_trigger_type
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 #: ProcessConfig fields a manifest writes at its top level, in the order written.
 TOP_LEVEL = ("model", "instructions", "tools", "servers", "triggers", "journal", "health",
-             "budget", "secrets", "inbox", "mission", "profile", "memory", "incidents",
+             "budget", "secrets", "inbox", "hooks", "mission", "profile", "memory", "incidents",
              "execution_mode", "open_mode", "drain_timeout")
 
 

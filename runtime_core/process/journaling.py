@@ -72,7 +72,8 @@ class ProcessJournal:
             return  # recovery is off: the queue kept in memory stays as it is
         recovery = await recover_process(journal, recorder, core.name,
                                          core.config.context.conversation_max_messages,
-                                         core.config.trigger_delivery.dead_letter_size)
+                                         core.config.trigger_delivery.dead_letter_size,
+                                         core.config.context.initial_state)
         if recovery is None:
             return
         known = {run.run_id for run in core.waiting.runs()}
@@ -118,7 +119,8 @@ class ProcessJournal:
         if recover:
             recovery = await recover_process(journal, recorder, core.name,
                                              core.config.context.conversation_max_messages,
-                                             core.config.trigger_delivery.dead_letter_size)
+                                             core.config.trigger_delivery.dead_letter_size,
+                                             core.config.context.initial_state)
             if recovery is not None:
                 self._take_back(recovery)
         for part in core.parts:

@@ -18,11 +18,11 @@ from runtime_core.context import AgentContext, ConversationBuffer
 from runtime_core.events import EventNotifier
 from runtime_core.governance.config import HealthConfig
 from runtime_core.governance.escalation import Escalator
-from runtime_core.governance.hooks import HookManager
+from runtime_core.governance.hooks_config import HookManager, configured_hooks
 from runtime_core.incidents.book import Incident
 from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResult
-from runtime_core.lifecycle import ProcessLifecycle, ProcessState
+from runtime_core.lifecycle import AlreadyDone, ProcessLifecycle, ProcessState
 from runtime_core.memory.provider import MemoryProvider
 from runtime_core.process.assembly import Assembly
 from runtime_core.process.core import Hooks, ProcessHost, new_core
@@ -38,6 +38,7 @@ from runtime_core.process.parts import (
     MemoryPart,
     MissionPart,
     PartActions,
+    apply_governance,
     build_parts,
     patch_health,
 )
@@ -52,7 +53,7 @@ from runtime_core.triggers.base import AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 
 
-class AgentProcess:
+class AgentProcess(AlreadyDone):
     """One long-running agent: its triggers feed a queue, workers run each event as a durable,
     journaled run, and a supervisor keeps it alive by its config's restart policy.
 
@@ -91,7 +92,7 @@ class AgentProcess:
             ProcessConfig.model_validate(config)
         self.process_id = process_id or str(uuid.uuid4())
         self.runtime = runtime
-        self.hooks = HookManager()  # this process's own; ``hooks=`` is the runtime's shared set
+        self.hooks = configured_hooks(self.config.hooks, base_dir)  # own; hooks=: shared
         # The shared state; the journaling listens to it from here on (transitions, context).
         core = self._core = new_core(
             name, self.process_id, self.config, clock=clock or SystemClock(),
@@ -103,8 +104,7 @@ class AgentProcess:
         # The supervisor before the parts that act: each holds it through a port (ports.py).
         self._escalations = Escalations(name, Escalator(core.bus, source=name), core.notifier)
         self._supervisor = supervisor = Supervisor(core, self._journal, self._escalations)
-        # Events in, and what runs them: an arriving event wakes an idle process; a run's
-        # outcome goes to the restart policy.
+        # Events in, and what runs them: an event wakes an idle process; outcomes: restarts.
         self._intake = Intake(core, waker=supervisor)
         self._triggers = TriggerSet(name, self.config.triggers, clock=core.clock,
                                     event_bus=core.bus, broker=core.broker, intake=self._intake,
@@ -228,10 +228,9 @@ class AgentProcess:
 
     def status_snapshot(self) -> ProcessStatus:
         """The status as a typed, frozen object."""
-        triggers = self._triggers
-        return build_status(self._core, triggers=triggers.status(),
-                            trigger_count=triggers.config_count,
-                            filtered_count=triggers.filtered_count, spawned=len(self._open.spawned),
+        t = self._triggers
+        return build_status(self._core, triggers=t.status(), trigger_count=t.config_count,
+                            filtered_count=t.filtered_count, spawned=len(self._open.spawned),
                             servers=self._assembly.describe_servers())
 
     def status(self) -> dict[str, Any]:
@@ -351,21 +350,23 @@ class AgentProcess:
             content, sender_id=sender_id, timeout=timeout)
 
     def update_health(self, patch: Mapping[str, Any]) -> HealthConfig:
-        """Apply a JSON merge patch to the health config (ConfigPatchError, changing nothing,
-        on an unknown field or a bad value). It holds from the next recorded signal; ``enabled``
-        builds the monitor or drops it with its history."""
+        """Apply a JSON merge patch to ``config.health`` (ConfigPatchError, changing nothing, on
+        a bad one), then as apply_governance_config("health") does."""
         return patch_health(self._core, self._actions, patch)
+
+    def apply_governance_config(self, section: str) -> None:
+        """Apply a changed ``config.budget``, ``config.health`` or ``config.mission`` now (see
+        parts.apply_governance); another ``section`` is a ValueError naming these."""
+        apply_governance(self._core, self._actions, section)
 
     def health_anomalies(self) -> list[dict[str, Any]] | None:
         """The anomaly history, oldest first; None when monitoring is off."""
-        part = self._core.part(HealthPart)
-        return [a.to_dict() for a in part.monitor.anomalies] if part is not None else None
+        return part.anomaly_dicts() if (part := self._core.part(HealthPart)) else None
 
     def clear_health_anomalies(self) -> int:
         """Forget the anomaly history; ValueError when monitoring is off."""
-        part = self._core.need(HealthPart, "has no health monitoring (health: {enabled: true})",
-                          ValueError)
-        return part.monitor.clear_anomalies()
+        return self._core.need(HealthPart, "has no health monitoring (health: {enabled: "
+                               "true})", ValueError).monitor.clear_anomalies()
 
     def resume_mission(self) -> None:
         """Let a mission paused by an unsure judge be evaluated again."""

@@ -38,7 +38,10 @@ class ProcessStatus:
     has_memory: bool
     queue_size: int
     queue_capacity: int
-    dead_letter_count: int
+    dead_letter_count: int  # the spec's: the entries in process.dead_letters
+    #: Every dead letter the process has: the journal keeps those the list let go (at least
+    #: dead_letter_count); redelivery and the control room's pages reach all of them.
+    dead_letter_total: int
     filtered_count: int
     pending_retries: int
     uptime_seconds: float | None
@@ -75,6 +78,7 @@ class ProcessStatus:
             "spawned_process_count": self.spawned_process_count,
             "conversation_messages": self.conversation_messages, "has_memory": self.has_memory,
             "queue_size": self.queue_size, "dead_letter_count": self.dead_letter_count,
+            "dead_letter_total": self.dead_letter_total,
             "filtered_count": self.filtered_count, "pending_retries": self.pending_retries,
             "uptime_seconds": self.uptime_seconds, "hook_count": self.hook_count,
             "active_runs": self.active_runs, "waiting_runs": self.waiting_runs,
@@ -106,7 +110,8 @@ def build_status(core: ProcessCore, *, triggers: tuple[TriggerStatus, ...], trig
         triggers=triggers, custom_tool_count=0, rebuild_count=core.rebuild_count,
         spawned_process_count=spawned, conversation_messages=len(core.conversation),
         has_memory=core.config.memory.enabled, queue_size=delivery.queue_size,
-        queue_capacity=core.config.queue_size, dead_letter_count=delivery.dead_letter_total,
+        queue_capacity=core.config.queue_size, dead_letter_count=len(delivery.dead_letters),
+        dead_letter_total=delivery.dead_letter_total,
         filtered_count=filtered_count, pending_retries=delivery.pending_retries,
         uptime_seconds=uptime, hook_count=len(core.hooks.own),
         active_runs=len(core.inflight), waiting_runs=len(core.waiting),

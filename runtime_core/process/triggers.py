@@ -158,7 +158,9 @@ class TriggerSet:
 
     @property
     def config_count(self) -> int:
-        return len(self.configs) - len(self.dynamic)
+        """The config triggers running now (the spec's ``trigger_count``): those not added by
+        the agent, started and not yet stopped (0 before start() and once stopped)."""
+        return sum(1 for trigger_id in self.active if trigger_id not in self.dynamic)
 
     async def remove(self, trigger_id: str) -> None:
         if trigger_id not in self.configs:

@@ -7,6 +7,7 @@ in flight resumes from its durable steps; one caught mid-write waits for an oper
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -65,8 +66,12 @@ def stored_letter(stored: StoredDeadLetter) -> DeadLetter:
 
 async def recover_process(
     journal: JournalProvider, recorder: ProcessRecorder, name: str, max_messages: int,
-    dead_letter_size: int = 100,
+    dead_letter_size: int = 100, initial_state: Mapping[str, Any] | None = None,
 ) -> Recovery | None:
+    """What the journal holds for ``name``: state, conversation, queue, runs to resume, dead
+    letters, and the spec's ``recovered`` summary. ``initial_state``: the config's, for the
+    summary's ``context_keys`` when a run ended after the last checkpoint we wrote (the spec's
+    checkpoint after that run would hold it)."""
     engine = ReplayEngine(journal)
     replayed = await engine.recover(name)
     if not replayed["found"]:
@@ -123,8 +128,9 @@ async def recover_process(
     recovery.summary = {
         "lifecycle_state": replayed["lifecycle_state"],
         "entries_replayed": replayed["entries_replayed"],
+        "entries_read": replayed["entries_read"],
         "last_entry_type": replayed["last_entry_type"],
-        "context_keys": sorted(replayed["context_state"]),
+        "context_keys": sorted(_keys(replayed, initial_state)),
         "mission_restored": False,
         "budget_restored": False,
         "conversation_messages": len(conversation),
@@ -136,3 +142,12 @@ async def recover_process(
     }
     recorder.submit(EntryType.RECOVERED, dict(recovery.summary))
     return recovery
+
+
+def _keys(replayed: dict[str, Any], initial_state: Mapping[str, Any] | None) -> set[str]:
+    """The context keys a checkpoint after every run would report: with no checkpoint of ours
+    but a run ended, the spec's checkpoint of that run would hold the initial state too."""
+    keys = set(replayed["context_state"])
+    if replayed["checkpoint"] is None and replayed["run_ended_after_checkpoint"]:
+        keys |= set(initial_state or {})
+    return keys

@@ -8,12 +8,13 @@ busy or suspended are skipped, never replayed in a burst.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
-from runtime_core.clock import Clock
+from runtime_core.clock import Clock, SystemClock
 from runtime_core.triggers.base import TriggerEvent
 
 DEFAULT_TIMEZONE = "UTC"
@@ -52,18 +53,48 @@ def validate_cron(expression: str, timezone: str | None = None) -> None:
 
 
 class CronTrigger:
+    """Fires on a cron schedule. The runtime builds it from a TriggerConfig as
+    ``CronTrigger(trigger_id, expression, timezone, clock)``. Code written for the reference
+    runtime builds it its way: ``CronTrigger("*/5 * * * *", trigger_id=None, timezone=None)``
+    or ``CronTrigger(cron_expression="*/5 * * * *")``; without an id it gets
+    ``cron-<8 hex digits>``, and the system clock."""
+
     trigger_type = "cron"
 
-    def __init__(self, trigger_id: str, expression: str, timezone: str | None,
-                 clock: Clock) -> None:
+    def __init__(self, first: str | None = None, expression_: str | None = None,
+                 timezone_: str | None = None, clock_: Clock | None = None, /, *,
+                 cron_expression: str | None = None, trigger_id: str | None = None,
+                 timezone: str | None = None, clock: Clock | None = None) -> None:
+        if expression_ is not None:  # ours: (trigger_id, expression, timezone, clock)
+            if first is None or cron_expression is not None or trigger_id is not None:
+                raise TypeError("CronTrigger takes (trigger_id, expression, timezone, clock) or "
+                                "the reference's (cron_expression, *, trigger_id=, "
+                                "timezone=), not a mix")
+            trigger_id, expression = first, expression_
+        else:
+            if first is not None and cron_expression is not None:
+                raise TypeError("CronTrigger got the cron expression twice (positionally and "
+                                "as cron_expression=)")
+            found = cron_expression if cron_expression is not None else first
+            if found is None:
+                raise TypeError("CronTrigger needs a cron expression: "
+                                "CronTrigger(cron_expression='*/5 * * * *')")
+            expression = found
+            trigger_id = trigger_id or f"cron-{uuid.uuid4().hex[:8]}"
+        timezone = timezone if timezone is not None else timezone_
         validate_cron(expression, timezone)
         self.trigger_id = trigger_id
         self.expression = expression
         self.timezone = DEFAULT_TIMEZONE if timezone is None else timezone
         self._zone = load_timezone(timezone)
-        self._clock = clock
+        self._clock: Clock = clock or clock_ or SystemClock()
         # The last fire time handed out: an early wake-up must not fire the same slot twice.
         self._last_fire: float | None = None
+
+    @property
+    def cron_expression(self) -> str:
+        """The expression (the reference's name for ``expression``)."""
+        return self.expression
 
     async def start(self) -> None:
         return None

@@ -43,10 +43,32 @@ MAX_SCANNED_DIRS = 100_000
 
 
 class FileWatchTrigger:
+    """Runs on files added, changed or deleted under a folder. The runtime builds it as
+    ``FileWatchTrigger(trigger_id, config)``; code written for the reference runtime as
+    ``FileWatchTrigger(watch_path, patterns=None, events=None, recursive=True,
+    debounce_seconds=0.5, poll_interval=1.0, *, trigger_id=None)`` (the id
+    ``file_watch-<watch_path>`` when none is given; ``poll_interval`` is accepted and unused:
+    changes come from the system's file notifications, through watchfiles)."""
+
     trigger_type = "file_watch"
 
-    def __init__(self, trigger_id: str, config: TriggerConfig, *,
-                 max_backlog: int = DEFAULT_MAX_BACKLOG) -> None:
+    def __init__(self, first: str | os.PathLike[str],
+                 second: TriggerConfig | list[str] | None = None,
+                 events_: list[str] | None = None, /, *, patterns: list[str] | None = None,
+                 events: list[str] | None = None, recursive: bool = True,
+                 debounce_seconds: float = 0.5, poll_interval: float = 1.0,
+                 trigger_id: str | None = None, max_backlog: int = DEFAULT_MAX_BACKLOG) -> None:
+        if isinstance(second, TriggerConfig):  # ours: (trigger_id, config)
+            trigger_id, config = str(first), second
+        else:  # the reference's (watch_path, patterns, events, ...)
+            found = patterns if patterns is not None else second
+            changes = events if events is not None else events_
+            config = TriggerConfig(type="file_watch", watch_path=os.fspath(first),
+                                   patterns=found or ["*"],
+                                   watch_events=changes or ["created", "modified"],
+                                   recursive=recursive, debounce=debounce_seconds)
+            trigger_id = trigger_id or f"file_watch-{os.fspath(first)}"
+        del poll_interval  # the reference's polling backend's; watchfiles needs none
         if config.watch_path is None:
             raise ValueError("a 'file_watch' trigger needs 'watch_path'")
         if max_backlog < 1:

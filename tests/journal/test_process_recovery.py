@@ -271,5 +271,5 @@ async def test_a_checkpoint_follows_every_n_runs_and_recovery_replays_the_tail()
     again = AgentProcess("p", cfg, journal=journal, tools=Ledger().tools())
     await again.start()
     assert again.invocation_count == 12  # the tail's two run ends, replayed
-    assert again.recovered is not None and again.recovered["entries_replayed"] > 0
+    assert again.recovered is not None and again.recovered["entries_read"] > 0
     await again.stop()

@@ -40,7 +40,7 @@ async def fail_events(process: AgentProcess, count: int) -> list[str]:
     for event_id in ids:
         assert await process.inject(TriggerEvent("t", "manual", {"n": event_id},
                                                  event_id=event_id))
-    await wait_for(lambda: process.status()["dead_letter_count"] == count, timeout=20)
+    await wait_for(lambda: process.status()["dead_letter_total"] == count, timeout=20)
     return ids
 
 
@@ -71,12 +71,12 @@ async def test_the_journal_keeps_every_dead_letter_and_pages_through_them(
     control = LocalControl(runtime)
     await runtime.start_all()
     try:
-        assert again.status()["dead_letter_count"] == 12
+        assert again.status()["dead_letter_total"] == 12
         assert len(again.dead_letters) == 5
         assert await control.redeliver("flaky", ["ev-00"]) == 1
         # it ran again, failed again: dead-lettered once more, now the newest
         await wait_for(lambda: again.dead_letters[-1]["event"].event_id == "ev-00"
-                       and again.status()["dead_letter_count"] == 12, timeout=20)
+                       and again.status()["dead_letter_total"] == 12, timeout=20)
         listed = [d.event_id for d in await control.dead_letters("flaky")]
         assert listed == [*ids[1:], "ev-00"]
         async with served(runtime) as url:

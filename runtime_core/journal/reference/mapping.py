@@ -38,6 +38,7 @@ from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.reference.reader import Problem, RawEntry, ReferenceProcess
 from runtime_core.journal.reference.state import (
     added_messages,
+    checkpoint_body,
     checkpoint_state,
     conversation_of,
     parse_time,
@@ -379,7 +380,7 @@ class _Mapper:
             elif kind in handlers:
                 handlers[kind](raw, index)
             elif kind == "checkpoint":
-                self.on_checkpoint(raw, raw.body)
+                self.on_checkpoint(raw, checkpoint_body(raw.body))
             elif kind in SIMPLE:
                 self.emit(SIMPLE[kind], dict(raw.body))
             elif kind == "secret_access":
@@ -396,6 +397,8 @@ class _Mapper:
 
     def checkpoint_file(self) -> None:
         state = self.process.checkpoint_file
+        if state is not None:
+            state = checkpoint_body(state)
         if state is None:
             return
         name = self.process.checkpoint_file_name

@@ -1,10 +1,12 @@
 """The reference runtime's checkpoint state in our checkpoint's shape, and the small conversions
 an import needs (times, the conversation a run added).
 
-A reference checkpoint holds ``context_state, lifecycle_state, invocation_count,
-conversation`` and, when enabled, ``budget`` (``BudgetState.to_dict()``: ``daily_tool_calls,
-daily_runs, daily_cost, last_daily_reset, run_*``) and ``mission`` (``MissionTracker.to_dict()``:
-``state, invocation_count, started_at_elapsed, evaluations``). The conversation is not kept in
+A reference checkpoint (``<process>.checkpoint.json``; in the JSONL file, a ``checkpoint``
+entry whose data wraps it as ``{"state": ...}``, see ``checkpoint_body``) holds
+``context_state, lifecycle_state, invocation_count, conversation`` and, when enabled,
+``budget`` (``BudgetState.to_dict()``: ``daily_tool_calls, daily_runs, daily_cost,
+last_daily_reset, run_*``) and ``mission`` (``MissionTracker.to_dict()``: ``state,
+invocation_count, started_at_elapsed, evaluations``). The conversation is not kept in
 our checkpoints: it travels with the runs (each run's end carries the messages it added)."""
 
 from __future__ import annotations
@@ -83,6 +85,16 @@ def mission_state(saved: dict[str, Any], at: float) -> dict[str, Any]:
             "invocations": int(_number(saved.get("invocation_count"))),
             "started": at - elapsed, "reason": str(saved.get("reason") or ""),
             "evaluations": evaluations}
+
+
+def checkpoint_body(data: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint state a reference ``checkpoint`` entry's data holds. promptise's
+    FileJournal writes it wrapped, ``{"state": {...}}`` (1.10.1); a state written bare (by
+    hand, or by an older writer) is taken as it is."""
+    inner = data.get("state")
+    if isinstance(inner, dict) and not any(key in data for key in CARRIED):
+        return inner
+    return data
 
 
 def checkpoint_state(saved: dict[str, Any], at: float) -> tuple[dict[str, Any], list[str]]:

@@ -31,6 +31,10 @@ class HealthPart(Part):
     def monitor(self) -> HealthMonitor:
         return self.keeper.monitor
 
+    def anomaly_dicts(self) -> list[dict[str, Any]]:
+        """The anomaly history, oldest first, as dicts."""
+        return [anomaly.to_dict() for anomaly in self.monitor.anomalies]
+
     def report(self, into: PartStatus) -> None:
         into.health_anomalies = len(self.monitor.anomalies)
         into.health = self.monitor.health_status()

@@ -9,6 +9,7 @@ from typing import Any
 from runtime_core.agent.factory import build_model
 from runtime_core.agent.model import Model
 from runtime_core.events import MissionComplete, MissionEvent, MissionFailed
+from runtime_core.governance.config import MissionConfig
 from runtime_core.governance.health import args_hash
 from runtime_core.governance.mission import Mission, MissionEvaluation
 from runtime_core.governance.mission_judge import build_evidence, judge
@@ -26,6 +27,14 @@ class MissionPart(Part):
         self.mission = Mission(core.config.mission, core.clock)
         self._judge: Model | None = None
         self._judge_calls = 0
+
+    def apply_config(self, config: MissionConfig) -> None:
+        """Judge by ``config`` from the next run on, keeping the mission's progress (its state,
+        runs counted, start and evaluations)."""
+        kept = self.mission.to_dict()
+        self.mission = Mission(config, self.core.clock)
+        self.mission.restore(kept)
+        self._judge = None  # built again from the new eval_model when next needed
 
     def report(self, into: PartStatus) -> None:
         into.mission_state = self.mission.state

@@ -104,14 +104,46 @@ def _url_verification(payload: Any) -> str | None:
     return None
 
 
+def reference_webhook_config(path: str, port: int, host: str, hmac_secret: str | None,
+                             options: dict[str, Any]) -> TriggerConfig:
+    """The TriggerConfig of the reference runtime's ``WebhookTrigger(path, port, host,
+    hmac_secret, *, signature_scheme=..., ...)`` (options left None keep our defaults)."""
+    if options.pop("event_filter", None) is not None:
+        raise TypeError("WebhookTrigger(event_filter=callable) is not taken here: give the "
+                        "trigger's TriggerConfig a filter_expression (see the filters page)")
+    fields = {"type": "webhook", "webhook_path": path, "webhook_port": port,
+              "webhook_host": host, "hmac_secret": hmac_secret, **options}
+    return TriggerConfig(**{k: v for k, v in fields.items() if v is not None})
+
+
 class WebhookTrigger:
-    """A push trigger serving ``config.webhook_path`` on ``webhook_host:webhook_port``."""
+    """A push trigger serving ``config.webhook_path`` on ``webhook_host:webhook_port``. The
+    runtime builds it as ``WebhookTrigger(trigger_id, config)``; code written for the reference
+    runtime as ``WebhookTrigger(path="/webhook", port=9090, host="127.0.0.1",
+    hmac_secret=None, *, signature_scheme=..., signature_header=..., signature_tolerance=...,
+    allowed_sources=..., max_body_bytes=...)`` (the id ``webhook-<port><path>``; the schemes
+    are ours: promptui, github, stripe, slack, standard)."""
 
     trigger_type = "webhook"
 
-    def __init__(self, trigger_id: str, config: TriggerConfig, *,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, first: str = "/webhook", second: TriggerConfig | int = 9090,
+                 host_: str = "127.0.0.1", hmac_secret_: str | None = None, /, *,
+                 clock: Callable[[], float] = time.time, trigger_id: str | None = None,
+                 path: str | None = None, port: int | None = None, host: str | None = None,
+                 hmac_secret: str | None = None, **options: Any) -> None:
         """``clock``: the wall clock (Unix seconds) signature timestamps are checked against."""
+        if isinstance(second, TriggerConfig):  # ours: (trigger_id, config)
+            extra = [k for k, v in (("path", path), ("port", port), ("host", host),
+                                    ("hmac_secret", hmac_secret), *options.items()) if v]
+            if extra or trigger_id is not None:
+                raise TypeError(f"WebhookTrigger(trigger_id, config) takes its settings from "
+                                f"the config, not {', '.join(extra) or 'trigger_id'}=")
+            trigger_id, config = first, second
+        else:
+            path, port = path or first, second if port is None else port
+            config = reference_webhook_config(path, port, host or host_,
+                                              hmac_secret or hmac_secret_, options)
+            trigger_id = trigger_id or f"webhook-{port}{path}"
         if config.type != "webhook":
             raise ValueError(f"WebhookTrigger needs a 'webhook' config, got {config.type!r}")
         check_webhook_path(config.webhook_path)

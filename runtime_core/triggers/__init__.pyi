@@ -1,0 +1,12 @@
+from .base import TriggerEvent as TriggerEvent
+from .builtin import EventTrigger as EventTrigger
+from .builtin import IntervalTrigger as IntervalTrigger
+from .builtin import MessageTrigger as MessageTrigger
+from .config import TriggerConfig as TriggerConfig
+from .cron import CronTrigger as CronTrigger
+from .custom import register_trigger_type as register_trigger_type
+from .custom import registered_trigger_types as registered_trigger_types
+from .custom import unregister_trigger_type as unregister_trigger_type
+from .file_watch import FileWatchTrigger as FileWatchTrigger
+from .registry import TriggerError as TriggerError
+from .webhook.trigger import WebhookTrigger as WebhookTrigger
