@@ -208,6 +208,21 @@ def test_every_route_answers_with_a_valid_token(served: Served) -> None:
     assert reopened["state"] == "open" and reopened["generation"] == version["generation"] + 1
     assert len(ok(call("GET", "/api/v1/incidents", params={"process": "worker"}))) == 1
 
+    # the reference runtime's paths served as aliases (runtime_core/api/reference_routes.py)
+    status = ok(call("GET", "/api/v1/runtime/status"))
+    assert {"worker", "broken", "judge"} <= set(status["processes"]), status
+    for alias in ("metrics", "context", "mission", "inbox"):
+        assert call("GET", f"/api/v1/processes/{{name}}/{alias}", path=p).status_code in \
+            (200, 404), alias  # 404: the part is off for this process, said as an error
+    entry = starts[0]["entry_id"]
+    plan = ok(call("GET", "/api/v1/processes/{name}/rewind/plan", path=p,
+                   params={"target_entry_id": entry, "mode": "code_only"}))
+    assert plan, plan
+    ok(call("POST", "/api/v1/runtime/stop-all"))
+    assert ok(call("GET", "/api/v1/processes/{name}", path=p))["state"] == "stopped"
+    ok(call("POST", "/api/v1/runtime/start-all"))
+    assert ok(call("GET", "/api/v1/processes/{name}", path=p))["state"] == "running"
+
     # the event stream answers (its behaviour is tested below), and the schema lists nothing
     # this test did not call
     with call.client.stream("GET", "/events") as stream:

@@ -198,10 +198,12 @@ def route_calls(template: str, operation: dict[str, Any], driven: Driven,
     required = [name for name, p in query.items() if p.get("required")]
     queries: list[dict[str, Any]] = [{}]
     if required:
-        assert set(required) <= {"entry_id"}, f"{template}: fill {required}"
-        queries = [{"entry_id": entry} for entry in entries]
+        # the reference's alias names the entry target_entry_id (reference_routes.py)
+        (key,) = required
+        assert key in ("entry_id", "target_entry_id"), f"{template}: fill {required}"
+        queries = [{key: entry} for entry in entries]
         modes = query.get("mode", {}).get("schema", {}).get("enum", [])
-        queries += [{"entry_id": driven.first_run_start, "mode": mode} for mode in modes]
+        queries += [{key: driven.first_run_start, "mode": mode} for mode in modes]
     elif template.endswith("/journal"):
         queries = [{"limit": 5000}, {"text": "vault"}, {"type": "tool_result"}]
     return [(url, query) for url in urls for query in queries]
