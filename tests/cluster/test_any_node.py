@@ -36,9 +36,7 @@ def cluster(tmp_path: Path, pg_dsn: str) -> Iterator[Cluster]:
 
 def start_pair(cluster: Cluster) -> tuple[Node, Node]:
     """Two nodes with one process each: (p0's owner, the other node)."""
-    first, second = cluster.start("n1", wait=False), cluster.start("n2", wait=False)
-    cluster.wait_listening(first)
-    cluster.wait_listening(second)
+    cluster.start_all("n1", "n2")
     poll(lambda: sorted(cluster.split(NAMES).values()) == [1, 1], 60, "a 1/1 split")
     owner = cluster.owners()["p0"]
     return owner, next(n for n in cluster.nodes if n is not owner)

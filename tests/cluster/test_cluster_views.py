@@ -68,9 +68,7 @@ def cluster(tmp_path: Path, pg_dsn: str) -> Iterator[Cluster]:
 
 
 def start_two(cluster: Cluster) -> tuple[Node, Node]:
-    first, second = cluster.start("n1", wait=False), cluster.start("n2", wait=False)
-    cluster.wait_listening(first)
-    cluster.wait_listening(second)
+    first, second = cluster.start_all("n1", "n2")
     poll(lambda: sorted(cluster.split(NAMES).values()) == [2, 2], 60, "a 2/2 split")
     return first, second
 

@@ -37,9 +37,7 @@ def inject(node: Node, key: str, item: str) -> tuple[int, dict[str, object]]:
 
 def test_an_idempotency_key_is_taken_once_whichever_node_it_comes_through(
         cluster: Cluster) -> None:
-    first, second = cluster.start("n1", wait=False), cluster.start("n2", wait=False)
-    cluster.wait_listening(first)
-    cluster.wait_listening(second)
+    cluster.start_all("n1", "n2")
     poll(lambda: sorted(cluster.split(NAMES).values()) == [1, 1], 60, "a 1/1 split")
     owner = cluster.owners()["p0"]
     other = next(n for n in cluster.nodes if n is not owner)

@@ -39,9 +39,7 @@ def scrape(url: str) -> Samples:
 
 
 def test_each_node_counts_the_leases_it_holds_and_their_epochs(cluster: Cluster) -> None:
-    first, second = cluster.start("n1", wait=False), cluster.start("n2", wait=False)
-    cluster.wait_listening(first)
-    cluster.wait_listening(second)
+    first, second = cluster.start_all("n1", "n2")
     poll(lambda: cluster.split(NAMES) == {"n1": 2, "n2": 2}, 60, "a 2/2 split, all running")
     view = {row["node_id"]: row["processes"] for row in cluster.nodes_view() or []}
     for node in (first, second):

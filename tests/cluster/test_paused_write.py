@@ -110,10 +110,7 @@ def reconcile(node: Node, run_id: str, outcome: str) -> tuple[int, dict[str, Any
 
 
 def start_two(cluster: Cluster, env: dict[str, str]) -> Node:
-    first = cluster.start("n1", wait=False, env=env)
-    second = cluster.start("n2", wait=False, env=env)
-    cluster.wait_listening(first)
-    cluster.wait_listening(second)
+    cluster.start_all("n1", "n2", env=env)
     return owner_of_w(cluster)
 
 

@@ -56,9 +56,7 @@ def cluster(tmp_path: Path, pg_dsn: str) -> Iterator[Cluster]:
 
 def start_pair(cluster: Cluster) -> None:
     """Two nodes, and wait for a 2/2 split with every process running."""
-    first, second = cluster.start("n1", wait=False), cluster.start("n2", wait=False)
-    cluster.wait_listening(first)
-    cluster.wait_listening(second)
+    cluster.start_all("n1", "n2")
     wait_split(cluster, 2)
 
 

@@ -192,6 +192,13 @@ class Cluster:
             self.wait_listening(node)
         return node
 
+    def start_all(self, *node_ids: str, env: dict[str, str] | None = None) -> list[Node]:
+        """Nodes started together (their imports overlap), each waited for until it listens."""
+        nodes = [self.start(node_id, wait=False, env=env) for node_id in node_ids]
+        for node in nodes:
+            self.wait_listening(node)
+        return nodes
+
     def wait_listening(self, node: Node) -> None:
         def listening() -> str | None:
             if not node.alive:
