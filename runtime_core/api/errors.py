@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse
 
 from runtime_core.api.error_shape import error_body
 from runtime_core.control.plane import ControlError
+from runtime_core.journal.provider import JournalError
 
 log = logging.getLogger("promptui.api")
 
@@ -79,6 +80,13 @@ def install(app: FastAPI) -> None:
         status = STATUS_OF_CODE.get(exc.code, 409)
         return error_response(status, exc.code, str(exc),
                               headers={"Retry-After": "5"} if status == 503 else None)
+
+    @app.exception_handler(JournalError)
+    async def journal_error(_: Request, exc: JournalError) -> JSONResponse:
+        # a degraded or fenced journal (a cluster node that just lost a process): the request
+        # changed nothing, and asking again (this node or the new owner) is the answer
+        return error_response(503, "JOURNAL_UNAVAILABLE", f"the journal refused the write, so "
+                              f"nothing changed: {exc}; try again", headers={"Retry-After": "5"})
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -267,6 +267,8 @@ class ClusterNode:
             target = desired.get(process)
             if target != self.node_id and not self._stopping.is_set():
                 await self._renew_if_due()
+                if process not in self._held:  # lost while it renewed: _lose said so
+                    continue
                 await self._hand_over(process, f"handed over to node {target!r} (rebalance)"
                                       if target else "no longer assigned to any node")
         for process in sorted(desired):
@@ -355,10 +357,12 @@ class ClusterNode:
                 self._abandoned.pop(process, None)
 
     async def _expire_overdue(self) -> None:
-        """Call on_lose for every lease whose deadline passed without a renewal."""
+        """Call on_lose for every lease whose deadline passed without a renewal, and for every
+        lease cut by check_deadlines although a renewal landed since (its journal refuses
+        every write from the cut on: kept, the process would hold the lease and never write)."""
         now = time.monotonic()
         for process, held in sorted(self._held.items()):
-            if now >= held.deadline:
+            if now >= held.deadline or held.cut:
                 del self._held[process]
                 self._abandoned[process] = held.epoch
                 await self._lose(process, held.epoch, (

@@ -268,3 +268,34 @@ async def test_start_without_a_database_says_where_and_hides_the_password() -> N
         await node.start()
     assert "sekret" not in str(caught.value) and "***" in str(caught.value)
     assert not node.running
+
+
+@pytest.mark.slow
+async def test_a_lease_cut_at_its_deadline_is_given_up_though_a_renewal_lands_after(
+        cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_deadlines cut the leases (their journals refuse every write from then on), then a
+    round that was in flight renewed them: the node must still give them up and claim them
+    again under a new epoch, not hold leases whose processes can never write (a CI run saw a
+    node answer 500 to every reconcile of such a process for a minute)."""
+    cut: list[tuple[str, int]] = []
+    a = await cluster("a", on_overdue=lambda process, epoch: cut.append((process, epoch)))
+    await wait_for(lambda: len(a.held) == 6, timeout=10, what="a holding everything")
+    first = dict(a.held)
+    real = time.monotonic
+
+    class Later:  # the node's clock one TTL ahead, for the cut only (as after a pause)
+        @staticmethod
+        def monotonic() -> float:
+            return real() + 2 * TTL
+
+        time = staticmethod(time.time)
+
+    monkeypatch.setattr("runtime_core.cluster.node.time", Later)
+    a.check_deadlines()
+    monkeypatch.undo()  # the next round's renewal lands in time
+    assert sorted(cut) == sorted(first.items())
+    ledger = ledger_of(cluster)
+    await wait_for(lambda: {x[1] for x in ledger.losses if x[0] == "a"} == set(first),
+                   timeout=3 * TTL, what="a giving up every lease it cut")
+    await wait_for(lambda: len(a.held) == 6 and all(a.held[p] > first[p] for p in first),
+                   timeout=5 * TTL, what="a claiming them again under new epochs")

@@ -73,6 +73,7 @@ def settle_and_check(cluster: Cluster, load: Load, journal: Journal) -> dict[str
     the ledger); then the exact counts."""
     deadline = time.monotonic() + 60
     not_applied: set[str] = set()  # killed between a write's intent and the write itself
+    refused: dict[str, str] = {}  # the reconcile answers refused, for the failure message
 
     def done() -> bool:
         # an owner that just stepped down may still have taken an inject into the inbox
@@ -81,8 +82,9 @@ def settle_and_check(cluster: Cluster, load: Load, journal: Journal) -> dict[str
 
     while not done():
         assert time.monotonic() < deadline, f"not all accepted events finished: " \
-            f"{as_json(summary(cluster, load, journal))}\n{dump_logs(cluster)}"
-        reconcile_waiting(cluster, NAMES, cluster.ledger, not_applied)
+            f"{as_json(summary(cluster, load, journal))}\nrefused: {as_json(refused)}\n" \
+            f"{dump_logs(cluster)}"
+        reconcile_waiting(cluster, NAMES, cluster.ledger, not_applied, refused)
         time.sleep(0.05)  # between polls
     finished = journal.finished()
     accepted = journal.accepted()

@@ -386,6 +386,15 @@ class Journal:
         """Events a non-owner took (202) that no owner has journaled yet."""
         return int(self.rows("SELECT count(*) FROM cluster_inbox")[0][0])
 
+    def trail(self, event_id: str) -> list[str]:
+        """What the journal holds of one event and its runs: 'process seq epoch type state'
+        lines, for a failure message."""
+        return [" ".join(str(c) for c in row) for row in self.rows(
+            "SELECT process, seq, epoch, entry_type, data::json->>'state' FROM entries WHERE "
+            "data::json->>'event_id' = %s OR run_id IN (SELECT run_id FROM entries WHERE "
+            "data::json->>'event_id' = %s AND run_id IS NOT NULL) ORDER BY process, seq",
+            (event_id, event_id))]
+
     def epochs_in_order(self) -> dict[str, list[int]]:
         """process -> the epochs its entries were written under, in seq order, runs of one
         epoch collapsed (fencing holds when every list only grows)."""
@@ -406,24 +415,27 @@ def ledger_lines(path: Path) -> list[tuple[str, str, str]]:
 
 
 def reconcile_waiting(cluster: Cluster, names: list[str], ledger: Path,
-                      not_applied: set[str] | None = None) -> int:
+                      not_applied: set[str] | None = None,
+                      refused: dict[str, str] | None = None) -> int:
     """Settle every run left waiting on a write whose outcome is unknown (its node died inside
     the write) the way an operator would: applied when the ledger holds its idempotency key,
     else not applied (then the run goes on without it: its event id is added to
-    ``not_applied``). How many it settled."""
+    ``not_applied``). How many it settled; ``refused`` gets the last refusal of each run
+    (run id -> the answer's status and text), for a failure message."""
     keys = {key for key, _, _ in ledger_lines(ledger)}
     settled = 0
     for name, node in cluster.owners().items():
         if name not in names:
             continue
         try:
-            settled += _reconcile_on(node, name, keys, not_applied)
+            settled += _reconcile_on(node, name, keys, not_applied, refused)
         except httpx.HTTPError:  # a node moving or busy: the caller polls, it comes again
             continue
     return settled
 
 
-def _reconcile_on(node: Node, name: str, keys: set[str], not_applied: set[str] | None) -> int:
+def _reconcile_on(node: Node, name: str, keys: set[str], not_applied: set[str] | None,
+                  refused: dict[str, str] | None) -> int:
     settled = 0
     with node.client(10.0) as client:
         runs = client.get(f"/processes/{name}/runs", params={"state": "waiting"})
@@ -437,6 +449,9 @@ def _reconcile_on(node: Node, name: str, keys: set[str], not_applied: set[str] |
                                        "result": "written" if applied else None,
                                        "note": "checked the ledger"})
             settled += answer.status_code == 200
+            if answer.status_code != 200 and refused is not None:
+                refused[f"{name}/{run['run_id']}@{node.node_id}"] = \
+                    f"{answer.status_code} {answer.text[:300]}"
             if answer.status_code == 200 and not applied and not_applied is not None:
                 not_applied.add(run["event_id"])
     return settled
@@ -445,9 +460,13 @@ def _reconcile_on(node: Node, name: str, keys: set[str], not_applied: set[str] |
 def summary(cluster: Cluster, load: Load, journal: Journal) -> dict[str, Any]:
     finished = journal.finished()
     lines = ledger_lines(cluster.ledger)
-    return {"acked": len(load.acked), "accepted": len(journal.accepted()),
+    accepted = journal.accepted()
+    stuck = sorted(accepted - set(finished))[:5]
+    return {"acked": len(load.acked), "accepted": len(accepted),
             "finished": len(finished), "ledger": len(lines),
-            "refusals": dict(load.refusals), "nodes": [n.node_id for n in cluster.nodes]}
+            "refusals": dict(load.refusals), "nodes": [n.node_id for n in cluster.nodes],
+            "pending": journal.pending(), "in_inbox": journal.in_inbox(),
+            "unfinished": {event: journal.trail(event) for event in stuck}}
 
 
 def dump_logs(cluster: Cluster) -> str:
