@@ -18,10 +18,13 @@ every process:
 - throughout: event-loop lag (a task sleeping 50 ms records its overshoot), the UI pump's
   duration, frame render+write time, RSS from /proc/self/statm (1 Hz samples).
 ``--screen tail`` opens the live tail (`L`) over the dashboard once the table is up and moves
-the tail's line cursor instead of the table's. Prints one JSON object. Usage:
+the tail's line cursor instead of the table's; ``--screen pulse`` opens Pulse (`P`) and moves its
+row cursor; ``--screen dialog`` opens a two-button question over the dashboard (which goes on
+drawing under it) and moves the focus between its buttons (Tab, Shift+Tab). Prints one JSON
+object. Usage:
     python bench/tui_load.py [--seconds 30] [--processes 200] [--rate 2000]
                              [--source inject|synthetic] [--modes default,low_bandwidth]
-                             [--screen dashboard|tail]
+                             [--screen dashboard|tail|pulse|dialog]
                              [--profile out.pstats] [--gc-tune 50000,20,100]
 """
 
@@ -49,6 +52,7 @@ from typing import Any
 
 COLS, ROWS = 120, 40
 DOWN, UP = "\x1b[B", "\x1b[A"
+TAB, BACKTAB = "\t", "\x1b[Z"  # a dialog's focus moves between its buttons
 TARGETS = {"key_to_screen_p95_ms": 100.0, "loop_lag_p95_ms": 50.0}
 LAG_PERIOD = 0.05
 KEY_TIMEOUT = 2.0  # a key whose frame never came counts as missed
@@ -272,6 +276,29 @@ async def child_main(args: argparse.Namespace) -> None:
 
                     setattr(log, name, moved)
                 position: Callable[[], Any] = lambda: log.cursor  # noqa: E731
+            elif args.screen == "pulse":  # Pulse on top, live; its row cursor is what moves
+                from textual.widgets import ListView
+
+                from promptui.screens.pulse import PulseScreen
+
+                app.call_next(lambda: app.push_screen(PulseScreen()))
+                while not (isinstance(app.screen, PulseScreen)
+                           and len(app.screen.query_one(ListView)) > args.processes):
+                    await asyncio.sleep(0.05)
+                rows = app.screen.query_one(ListView)
+                app.screen.watch(rows, "index", on_cursor, init=False)
+                position = lambda: rows.index  # noqa: E731
+            elif args.screen == "dialog":  # a question over the dashboard, which stays live
+                from promptui.screens.dialogs import ChoiceDialog
+
+                app.call_next(lambda: app.push_screen(ChoiceDialog(
+                    "Bench", "The dashboard behind this dialog keeps drawing.",
+                    [("a", "First"), ("b", "Second")])))
+                while not (isinstance(app.screen, ChoiceDialog) and app.screen.focused):
+                    await asyncio.sleep(0.05)
+                dialog = app.screen
+                dialog.watch(dialog, "focused", on_cursor, init=False)
+                position = lambda: getattr(dialog.focused, "id", None)  # noqa: E731
             else:
                 app.screen.watch(table, "cursor_coordinate", on_cursor, init=False)
                 position = lambda: table.cursor_row  # noqa: E731
@@ -424,7 +451,8 @@ def drive_terminal(child: subprocess.Popen[bytes], master: int, results: int,
             if key_sent_at is None and now >= next_key_at and now < ready_at + args.seconds - 0.5:
                 # down for 100 presses, then up for 100: the cursor always has room to move
                 # (the tail's cursor starts at the newest line, so it goes up first)
-                first, then = (UP, DOWN) if args.screen == "tail" else (DOWN, UP)
+                first, then = (UP, DOWN) if args.screen == "tail" else \
+                    (TAB, BACKTAB) if args.screen == "dialog" else (DOWN, UP)
                 os.write(master, (first if (presses // 100) % 2 == 0 else then).encode())
                 key_sent_at = time.monotonic()
                 presses += 1
@@ -509,7 +537,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=2000.0, help="source events per second")
     parser.add_argument("--source", choices=("inject", "synthetic"), default="inject")
     parser.add_argument("--modes", default="default,low_bandwidth")
-    parser.add_argument("--screen", choices=("dashboard", "tail"), default="dashboard",
+    parser.add_argument("--screen", choices=("dashboard", "tail", "pulse", "dialog"),
+                        default="dashboard",
                         help="what is on top while keys are pressed")
     parser.add_argument("--profile", default="", help="cProfile the default-mode child")
     parser.add_argument("--gc-tune", type=lambda v: [int(x) for x in v.split(",")],

@@ -67,6 +67,7 @@ GLOBAL_ACTIONS = (
     ActionSpec("restart", "ctrl+r", "restart", "Restart", mutating=True, show=False),
     ActionSpec("theme", "t", "cycle_theme", "Theme", show=False),
     ActionSpec("jump", "colon", "jump", "Jump to process", show=False),
+    ActionSpec("time", "a", "toggle_time", "Time: absolute/ago", show=False),
 )
 
 DASHBOARD_ACTIONS = (
@@ -76,9 +77,12 @@ DASHBOARD_ACTIONS = (
     ActionSpec("sort", "o", "sort", "Sort", show=False),
     ActionSpec("sort_reverse", "O", "sort_reverse", "Reverse sort", show=False),
     ActionSpec("pause_feed", "space", "pause_feed", "Pause feed", show=False),
+    ActionSpec("maximize", "z", "toggle_maximize", "Maximise panel", show=False),
     ActionSpec("incidents", "I", "incidents", "Incidents", show=False),
     ActionSpec("nodes", "N", "nodes", "Cluster nodes", show=False),
     ActionSpec("live_tail", "L", "live_tail", "Live tail", show=False),
+    ActionSpec("pulse", "P", "pulse", "Pulse", show=False),
+    ActionSpec("inbox", "B", "inbox", "Inbox", show=False),
     ActionSpec("clear_filter", "escape", "clear_filter", "Clear filter", show=False,
                palette=False),
 )
@@ -118,6 +122,26 @@ INCIDENT_ACTIONS = (
     ActionSpec("incidents.reopen", "o", "reopen", "Reopen", mutating=True),
 )
 
+PULSE_ACTIONS = (
+    ActionSpec("pulse.back", "escape", "back", "Back"),
+    ActionSpec("pulse.open", "enter", "open_process", "Open"),
+)
+
+# The fleet inbox (promptui/screens/inbox.py): every process's dead letters and waiting runs.
+INBOX_ACTIONS = (
+    ActionSpec("inbox.back", "escape", "back", "Back"),
+    ActionSpec("inbox.filter", "slash", "filter", "Filter"),
+    ActionSpec("inbox.mark", "space", "mark", "Mark"),
+    ActionSpec("inbox.open", "enter", "open_row", "Reconcile/view"),
+    ActionSpec("inbox.view", "v", "view", "View whole"),
+    ActionSpec("inbox.redeliver", "r", "redeliver", "Redeliver", mutating=True),
+    ActionSpec("inbox.redeliver_all", "R", "redeliver_all", "Redeliver all shown",
+               mutating=True, what="redeliver"),
+)
+# Enter on a waiting run in the inbox reconciles it: gated like the detail screen's.
+INBOX_RECONCILE = ActionSpec("inbox.reconcile", "enter", "open_row", "Reconcile",
+                             mutating=True, show=False, palette=False)
+
 NODE_ACTIONS = (
     ActionSpec("nodes.back", "escape", "back", "Back"),
 )
@@ -139,6 +163,7 @@ TAIL_ACTIONS = (
     ActionSpec("tail.previous", "N", "previous_match", "Previous match"),
     ActionSpec("tail.goto", "g", "goto", "Go to time"),
     ActionSpec("tail.follow", "F", "follow", "Follow"),
+    ActionSpec("tail.wrap", "w", "wrap", "Wrap"),
 )
 
 # Applying a rewind from its preview: the dialog disables it in a read-only room.
@@ -154,6 +179,10 @@ PAGER_ACTIONS = (
     ActionSpec("pager.previous", "N", "previous_match", "Previous match"),
     ActionSpec("pager.copy", "y", "copy", "Copy"),
     ActionSpec("pager.copy_id", "Y", "copy_id", "Copy id"),
+    ActionSpec("pager.wrap", "w", "wrap", "Wrap"),
+    ActionSpec("pager.time", "a", "toggle_time", "Time: absolute/ago", show=False),
+    ActionSpec("pager.left", "left,h", "left", "Left", show=False, palette=False),
+    ActionSpec("pager.right", "right,l", "right", "Right", show=False, palette=False),
     ActionSpec("pager.down", "down,j", "down", "Down", show=False, palette=False),
     ActionSpec("pager.up", "up,k", "up", "Up", show=False, palette=False),
     ActionSpec("pager.page_down", "pagedown,space", "page_down", "Page down", show=False,

@@ -12,6 +12,7 @@ import gc
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from textual import events, on
@@ -25,7 +26,9 @@ from textual.screen import ModalScreen, Screen
 from textual.theme import Theme
 
 from promptui.actions import GLOBAL_ACTIONS, ActionSpec, bindings, find, refusal
-from promptui.room_commands import STOP_DRAIN_SECONDS, RoomCommands
+from promptui.format import TimeMode, date_time
+from promptui.room_commands import STOP_DRAIN_SECONDS
+from promptui.room_views import RoomViews
 from promptui.screens.base import (
     LiveScreen,
     OpenIncidents,
@@ -35,9 +38,11 @@ from promptui.screens.base import (
     ShowValue,
 )
 from promptui.screens.dashboard import DashboardScreen
-from promptui.screens.dialogs import ChoiceDialog
+from promptui.screens.dialogs import ChoiceDialog, live_under_dialogs, quit_question
 from promptui.screens.help import HelpScreen, TooSmallScreen
+from promptui.settings import save_setting
 from promptui.store import UIStore
+from promptui.widgets.feeds import FollowLog
 from runtime_core.control.local import LocalControl
 from runtime_core.control.plane import ControlError, ControlPlane, EventStream
 from runtime_core.control.views import JournalEntryView
@@ -47,6 +52,7 @@ DRAIN_LIMIT = 20_000  # events folded per tick at most; the stream keeps the res
 DEFAULT_HZ = 10.0
 DEFAULT_THEME = "promptui-dark"
 LOW_BANDWIDTH_HZ = 3.0
+RECALLED_ANOMALIES = 20  # per process, read once when the room opens
 AnyScreen = TypeVar("AnyScreen", bound=Screen[Any])
 
 
@@ -60,7 +66,7 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 10, 1_000)
 
 
-class ControlRoom(RoomCommands):
+class ControlRoom(RoomViews):
     CSS_PATH = "app.tcss"
     TITLE = "promptui"
     BINDINGS = bindings(GLOBAL_ACTIONS)
@@ -78,10 +84,16 @@ class ControlRoom(RoomCommands):
         monotonic: Callable[[], float] = time.monotonic,
         start_runtime: bool = True,
         autopump: bool = True,
+        time_format: TimeMode = "iso",
+        settings_path: Path | None = None,
+        bell: bool = True,
     ) -> None:
         super().__init__()
+        self.bell_on = bell  # a new anomaly or waiting run rings (room_views.py)
         self.control = control
         self.store = UIStore()
+        self.store.time_mode = time_format
+        self._settings_path = settings_path  # where the time key writes its choice (None: not)
         self.clock = clock
         self.monotonic = monotonic
         self._autopump = autopump  # off in snapshot tests, which pump by hand
@@ -104,6 +116,7 @@ class ControlRoom(RoomCommands):
         #: {"pending": queued events kept for the next start, "dead_letters": ...}; None
         #: attached, or before the room closes.
         self.kept: dict[str, dict[str, int]] | None = None
+        self._link_lost_at: float | None = None  # attached: when the server went away
         if low_bandwidth:
             self.animation_level = "none"
         hide_refused(self, GLOBAL_ACTIONS, control.read_only)
@@ -124,6 +137,7 @@ class ControlRoom(RoomCommands):
             self.set_interval(1.0 / self.refresh_hz, self.pump, name="ui-pump")
         if self._start_runtime:
             self.run_worker(self._start_all(), name="start-runtime", group="runtime")
+        self.run_worker(self._recall_anomalies(), name="recall-anomalies", group="recall")
         self.call_after_refresh(self._check_size)  # on top of the dashboard, not under it
 
     def get_default_screen(self) -> Screen[Any]:
@@ -136,6 +150,26 @@ class ControlRoom(RoomCommands):
         except Exception as exc:  # one process failing to start must not take the room down
             self.notify(f"a process failed to start: {exc}", severity="error", timeout=10)
         self._hide_refused()  # attached: the server may have said it is read-only
+
+    async def _recall_anomalies(self) -> None:
+        """The health monitors' recent anomalies (RECALLED_ANOMALIES per process) into the
+        feed: a room attached to a runtime that found them before it opened shows them."""
+        try:
+            summaries = await self.control.list_processes()
+        except Exception:  # a server away now: the live feed still comes
+            return
+        added = 0
+        for summary in summaries:
+            try:
+                anomalies = await self.control.health_anomalies(summary.name)
+            except Exception:  # gone, or no health: nothing to recall
+                continue
+            if anomalies:
+                added += self.store.recall_anomalies(summary.name,
+                                                     anomalies[-RECALLED_ANOMALIES:])
+        dashboard = next((s for s in self.screen_stack if isinstance(s, DashboardScreen)), None)
+        if added and dashboard is not None and dashboard.is_mounted:
+            dashboard.replay(self.store)
 
     async def action_quit(self) -> None:
         """Quit. Embedded, the runtime stops with the room: with runs in flight it asks first
@@ -154,15 +188,15 @@ class ControlRoom(RoomCommands):
                 drain = STOP_DRAIN_SECONDS if choice == "drain" else None
                 self.run_worker(self._quit(drain), name="quit", group="runtime")
 
-        runs, processes = sum(flights.values()), len(flights)
+        def figures(store: UIStore, now: float) -> tuple[str, str]:
+            # the store's rows, fresh each tick: the count stays true while the dialog is up
+            return quit_question({name: row.active_runs for name, row in store.processes.items()
+                                  if row.active_runs}, STOP_DRAIN_SECONDS)
+
+        title, body = quit_question(flights, STOP_DRAIN_SECONDS)
         self.push_screen(ChoiceDialog(
-            f"Quit? {runs} run(s) in flight in {processes} process(es)",
-            f"Drain: they finish first (up to {STOP_DRAIN_SECONDS:g} s) while no new event "
-            "is taken, then the room closes (q again cuts it short). Quit now: they are cut "
-            "off and go on from their last durable step at the next start (a write cut off "
-            "waits for an operator to reconcile). Queued events stay queued in the journal "
-            "and run at the next start.",
-            [("drain", "Drain, then quit"), ("now", "Quit now")]), chosen)
+            title, body,
+            [("drain", "Drain, then quit"), ("now", "Quit now")], figures=figures), chosen)
 
     async def _runs_in_flight(self) -> dict[str, int]:
         """Runs in flight per process, when quitting stops them (an embedded runtime)."""
@@ -217,13 +251,21 @@ class ControlRoom(RoomCommands):
         now = self.clock()
         self.store.update_processes(summaries)
         feed, activity = self.store.ingest(events, now, elapsed)
+        self.ring_on_news(now_mono)
+        self._tell_link(now)
         self.pump_count += 1
         try:
-            screen = self.screen
+            stack = list(self.screen_stack)
         except ScreenStackError:  # quitting: the screens went while the pump awaited the runtime
             return
-        if not isinstance(screen, LiveScreen):
-            return  # a dialog is up: the screen underneath catches up on the next tick
+        # Under dialogs the screen stays live (k9s, lazygit): the topmost live screen draws,
+        # and a dialog that shows figures is told the fresh ones, so its counts stay true.
+        screen, dialogs = live_under_dialogs(stack)
+        for dialog in dialogs:
+            dialog.refresh_figures(self.store, now)
+        if screen is None:
+            return  # a full screen that is not live (help over nothing, too small)
+        retime(screen, self.store.time_mode, now)
         try:
             await screen.show(self.store, now, feed, activity)
         except NoMatches:  # the screen is being torn down (quit): nothing to draw on
@@ -338,6 +380,37 @@ class ControlRoom(RoomCommands):
             return
         self.push_screen(HelpScreen(self.screen))
 
+    def _tell_link(self, now: float) -> None:
+        """Attached: a toast when the server goes away and when it is back (the header shows
+        the link meanwhile). Embedded, the link is always "" and this says nothing."""
+        link = self.control.link
+        if link and self._link_lost_at is None:
+            self._link_lost_at = now
+            why = link.split(": ", 1)[-1]
+            self.notify(f"lost the server at {date_time(now)} ({why}); retrying",
+                        severity="warning", timeout=8)
+        elif not link and self._link_lost_at is not None:
+            away, self._link_lost_at = now - self._link_lost_at, None
+            self.notify(f"reconnected after {away:.0f} s", timeout=5)
+
+    def action_toggle_time(self) -> None:
+        """Times absolute (local date and time) or relative ("3 min ago"), on every screen at
+        once; the choice is written to the config file (``time_format``) for the next start."""
+        mode: TimeMode = "relative" if self.store.time_mode == "iso" else "iso"
+        self.store.time_mode = mode
+        now = self.clock()
+        for screen in self.screen_stack:
+            retime(screen, mode, now)
+        shown = "relative (3 min ago)" if mode == "relative" else \
+            f"absolute ({date_time(now)})"
+        self.notify(f"times: {shown}; a toggles", timeout=2)
+        if self._settings_path is not None:
+            try:
+                save_setting("time_format", mode, self._settings_path)
+            except OSError as exc:
+                self.notify(f"time format not saved to {self._settings_path}: "
+                            f"{exc.strerror or exc}", severity="warning", timeout=5)
+
     def action_cycle_theme(self) -> None:
         names = [t.name for t in self._themes] or sorted(self.available_themes)
         current = names.index(self.theme) if self.theme in names else -1
@@ -348,7 +421,9 @@ class ControlRoom(RoomCommands):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The app's actions, then the screen's: the lists the bindings and help come from.
         Each runs through ``run_action``, like its key (so through the read-only gate)."""
-        yield from super().get_system_commands(screen)
+        for command in super().get_system_commands(screen):
+            if command.title != "Theme":  # Textual's theme picker: ours (below) is the one
+                yield command
         own = getattr(screen, "ACTIONS", ())  # a live screen's, or the pager's
         for target, specs in ((self, GLOBAL_ACTIONS), (screen, own)):
             for spec in specs:
@@ -397,6 +472,12 @@ def hide_refused(node: DOMNode, specs: Iterable[ActionSpec], read_only: bool) ->
     keys = node._bindings.key_to_bindings
     for key, bound in keys.items():
         keys[key] = [replace(b, show=False) if b.action in refused else b for b in bound]
+
+
+def retime(screen: Screen[Any], mode: TimeMode, now: float) -> None:
+    """Bring the logs of ``screen`` (feeds, the live tail) to the time format ``mode``."""
+    for log in screen.query(FollowLog):
+        log.retime(mode, now)
 
 
 def _theme_setter(app: ControlRoom, name: str) -> Callable[[], None]:

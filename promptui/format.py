@@ -7,7 +7,19 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
+
+TimeMode = Literal["iso", "relative"]
+TIME_MODES: tuple[TimeMode, ...] = ("iso", "relative")
+# Journal and view fields that hold a moment (epoch seconds): the pager prints them as times.
+TIME_FIELDS = frozenset({
+    "ts", "time", "timestamp", "at", "since", "created_at", "updated_at", "started_at",
+    "finished_at", "opened_at", "closed_at", "last_seen", "first_seen", "last_run_at",
+    "dead_lettered_at", "expires_at", "deadline", "heartbeat_at", "suspended_at",
+    "acknowledged_at", "last_entry_at", "target_timestamp", "resolved_at", "queued_at",
+    "received_at", "last_error_at", "last_attempt_at", "attempted_at", "failed_at",
+})
+_EPOCH_RANGE = (946_684_800.0, 4_102_444_800.0)  # 2000-01-01 .. 2100-01-01: a plausible moment
 
 
 # -- clock times and dates (local time) --------------------------------------------------------
@@ -24,6 +36,11 @@ def clock_ms(timestamp: float) -> str:
 def date_time(timestamp: float) -> str:
     """YYYY-MM-DD HH:MM:SS."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
+
+
+def date_time_ms(timestamp: float) -> str:
+    """YYYY-MM-DD HH:MM:SS.mmm, for journal lines."""
+    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def iso_short(text: str) -> str:
@@ -59,6 +76,75 @@ def parse_when(text: str, now: float) -> float | None:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
         return None
+
+
+# -- one moment, as the operator asked to see times -------------------------------------------
+def when(timestamp: float, mode: TimeMode, now: float, *, narrow: bool = False) -> str:
+    """A moment as the room and the CLI show times: ``iso`` is the local date and time
+    (``2026-12-06 22:14:03``; with ``narrow``, a moment of today is only ``22:14:03``), and
+    ``relative`` is how far from ``now`` ("3 min ago", "in 2 s" for a deadline). ``narrow``
+    (a table column, a log on a narrow terminal): today's moment is only ``22:14:03``, another
+    day's ``12-05 22:14``, both at most 11 characters."""
+    if mode == "relative":
+        return relative(timestamp, now)
+    if narrow:
+        local = time.localtime(timestamp)
+        today = local[:3] == time.localtime(now)[:3]
+        return time.strftime("%H:%M:%S" if today else "%m-%d %H:%M", local)
+    return date_time(timestamp)
+
+
+def relative(timestamp: float, now: float) -> str:
+    """How far ``timestamp`` is from ``now``: "now", "42 s ago", "3 min ago", "in 2 s"."""
+    delta = now - timestamp
+    size = abs(delta)
+    if size < 1:
+        return "now"
+    if size < 60:
+        amount = f"{int(size)} s"  # whole seconds gone by: 59.7 s is not yet "60 s"
+    elif size < 3600:
+        amount = f"{size // 60:.0f} min"
+    elif size < 86400:
+        amount = f"{size // 3600:.0f} h"
+    else:
+        amount = f"{size // 86400:.0f} d"
+    return f"{amount} ago" if delta > 0 else f"in {amount}"
+
+
+def when_text(text: str, mode: TimeMode, now: float, *, narrow: bool = False) -> str:
+    """An ISO date-time (as views carry some times) shown like ``when``; the text itself
+    when it is not one."""
+    try:
+        moment = datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return text
+    return when(moment, mode, now, narrow=narrow)
+
+
+def is_moment(key: str, value: Any) -> bool:
+    """Whether ``key: value`` is a known time field holding epoch seconds."""
+    return (key in TIME_FIELDS and isinstance(value, int | float) and not isinstance(value, bool)
+            and _EPOCH_RANGE[0] <= value <= _EPOCH_RANGE[1])
+
+
+def with_times(value: Any, mode: TimeMode, now: float) -> Any:
+    """``value`` (dicts and lists, as JSON holds them) with every known time field that holds
+    epoch seconds written as a time, the raw number kept after it in brackets for grep:
+    ``"2026-12-06 22:14:03 [1796595243.1]"`` (relative: ``"3 min ago, 2026-12-06 ..."``)."""
+    if isinstance(value, dict):
+        shown: dict[Any, Any] = {}
+        for key, item in value.items():
+            if is_moment(str(key), item):
+                stamp = date_time(item)
+                if mode == "relative":
+                    stamp = f"{relative(item, now)}, {stamp}"
+                shown[key] = f"{stamp} [{item!r}]"
+            else:
+                shown[key] = with_times(item, mode, now)
+        return shown
+    if isinstance(value, list | tuple):
+        return [with_times(item, mode, now) for item in value]
+    return value
 
 
 # -- ages and durations ----------------------------------------------------------------------

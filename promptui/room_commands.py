@@ -104,10 +104,32 @@ class RoomCommands(App[None]):
         name = self._target()
         if name is None:
             return
-        if self._state_of(name) == "suspended":
+        row = self.store.processes.get(name)
+        if row is not None and row.state == "suspended" and row.suspend_reason == "health":
+            self._resume_health_paused(name)
+        elif self._state_of(name) == "suspended":
             self.command(f"resume {name}", lambda: self.control.resume(name))
         else:
             self.command(f"suspend {name}", lambda: self.control.suspend(name))
+
+    def _resume_health_paused(self, name: str) -> None:
+        """Its health monitor paused it: resume as it is (the monitor keeps its memory, so
+        an anomaly it reported stays quiet for its cooldown), or resume and watch again (the
+        spec's clear_anomalies() first: a recurring anomaly pauses it again at once)."""
+
+        def chosen(choice: str | None) -> None:
+            if choice == "resume":
+                self.command(f"resume {name}", lambda: self.control.resume(name))
+            elif choice == "watch":
+                self.command(f"resume {name} and watch again",
+                             lambda: self.control.resume(name, watch_again=True))
+
+        self.push_screen(ChoiceDialog(
+            f"Resume {name}? Its health monitor paused it",
+            "Resume: the monitor keeps its memory; an anomaly it reported is not reported "
+            "again within its cooldown. Resume and watch again: it forgets its anomalies and "
+            "cooldowns first, so if the anomaly recurs it pauses the process again at once.",
+            [("resume", "Resume"), ("watch", "Resume and watch again")]), chosen)
 
     def action_restart(self) -> None:
         name = self._target()
@@ -155,11 +177,8 @@ class RoomCommands(App[None]):
         if name is None:
             return
         dashboard = self._dashboard()
-        if dashboard is not None:
-            table = dashboard.table
-            if name not in {str(row.key.value) for row in table.ordered_rows}:
-                dashboard.action_clear_filter()  # a filter hid it: show everything again
-            table.select(name)
+        if dashboard is not None:  # the table's cursor and the focus go to it
+            dashboard.show_process(name)
         if isinstance(self.screen, DashboardScreen):
             return
         from promptui.screens.detail import ProcessDetailScreen

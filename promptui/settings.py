@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,6 +40,11 @@ class Settings(BaseModel):
     low_bandwidth: bool = False
     keymap: dict[str, str] = Field(default_factory=dict)
     """Binding id -> comma-separated keys, e.g. {"promptui.quit": "q,ctrl+q"}."""
+    bell: bool = True
+    """Ring the terminal bell on a new anomaly or a new waiting run (at most every 5 s)."""
+    time_format: Literal["iso", "relative"] = "iso"
+    """How the room shows times: local date and time, or "3 min ago" (the room's `a` key
+    toggles it and writes the choice back here)."""
 
 
 def config_dir() -> Path:
@@ -115,6 +122,32 @@ def _explain(exc: pydantic.ValidationError, path: Path, shown: str, text: str) -
     if len(exc.errors()) > 1:
         message += f" [and {len(exc.errors()) - 1} more problem(s)]"
     return SettingsError(message, path=path, line=line, field=field)
+
+
+def save_setting(key: str, value: str, path: Path | None = None) -> None:
+    """Write one top-level string setting into the config file, the rest of the file (comments
+    and all) kept: its line is replaced, or the setting goes first (top-level keys must come
+    before any ``[table]``). Raises OSError when the file cannot be written."""
+    if key not in Settings.model_fields:
+        raise KeyError(key)
+    path = config_path() if path is None else path
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except FileNotFoundError:
+        lines = []
+    entry = f"{key} = {json.dumps(value)}\n"  # a JSON string is a valid TOML basic string
+    pattern = re.compile(r"^\s*" + re.escape(key) + r"\s*=")
+    found = False
+    for index, line in enumerate(lines):
+        if _TABLE.match(line):
+            break
+        if pattern.match(line):
+            lines[index], found = entry, True
+            break
+    if not found:
+        lines.insert(0, entry)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines), encoding="utf-8")
 
 
 def find_key_line(path: Path, *loc: str) -> int | None:

@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
 
+from runtime_core.control.pulse import PulseBuckets
 from runtime_core.control.views import ProcessSummary
 from runtime_core.events import RuntimeEvent
 
@@ -122,6 +125,9 @@ def describe(event: RuntimeEvent) -> str:
     return kind
 
 
+# What rings the bell and counts as "new since you last looked" (alerts).
+ALERT_KINDS = frozenset({"health.anomaly", "run.waiting"})
+PULSE_KINDS = frozenset({"run.finished", "run.step"})  # folded into the pulse's minutes
 ACTIVITY_PER_TICK = 40  # more than this in one tick is summarised: nobody reads 4,000 lines/s
 TAIL_LINES = 5000  # the live tail keeps this many lines
 TAIL_PER_TICK = 400  # the live tail shows every event up to this many a tick, then counts
@@ -217,7 +223,35 @@ class UIStore:
         self.dropped = 0
         self.incident_changes = 0  # incident events seen: the incidents screen re-reads on news
         self.progress: dict[str, ProgressLine] = {}  # run id -> its running tool's progress
+        #: How every widget shows times ("iso" or "relative"): the room's time key toggles it.
+        self.time_mode: Literal["iso", "relative"] = "iso"  # format.TimeMode (a sibling layer)
         self._window: deque[tuple[float, int]] = deque(maxlen=20)  # (time, events) per tick
+        #: Each process's last hour by the minute (the pulse screen), live from the events and
+        #: seeded from the journal when the pulse screen opens.
+        self.pulse: dict[str, PulseBuckets] = {}
+        #: New anomalies and waiting runs since the operator last looked (``seen_alerts``);
+        #: ``alerts_rung`` counts every one ever seen (the app rings the bell on news).
+        self.unseen_alerts = 0
+        self.alerts_rung = 0
+
+    def recall_anomalies(self, process: str, anomalies: list[dict[str, object]]) -> int:
+        """Put anomalies found before the room opened (a health monitor's recent ones, read
+        on attach) into the feed, in time order before what arrived since; one the feed
+        already holds is not added twice. Returns how many were added."""
+        held = {(line.process, line.text) for line in self.feed if line.kind == "health.anomaly"}
+        recalled = []
+        for anomaly in anomalies:
+            text = f"{anomaly.get('type')}: {anomaly.get('description')}"
+            if (process, text) in held:
+                continue
+            held.add((process, text))
+            recalled.append(FeedLine(_epoch(anomaly.get("timestamp")), "warning", process,
+                                     "health.anomaly", text))
+        if recalled:
+            lines = sorted([*recalled, *self.feed], key=lambda line: line.at)
+            self.feed.clear()
+            self.feed.extend(lines[-(self.feed.maxlen or len(lines)):])
+        return len(recalled)
 
     def ingest(self, events: list[RuntimeEvent], now: float,
                elapsed: float) -> tuple[list[FeedLine], list[ActivityLine]]:
@@ -255,6 +289,11 @@ class UIStore:
                 activity_events.append(event)
             if event.kind in PROGRESS_KINDS:
                 self._progress(event)
+            if event.kind in PULSE_KINDS:
+                self._pulse(event)
+            if event.kind in ALERT_KINDS:
+                self.unseen_alerts += 1
+                self.alerts_rung += 1
         skipped = len(activity_events) - ACTIVITY_PER_TICK
         if skipped > 0:
             activity.append(ActivityLine(now, "", "summary",
@@ -275,6 +314,9 @@ class UIStore:
         for name in self.processes:
             rate = per_process.get(name, 0) / max(elapsed, 1e-6)
             self.rate_history.setdefault(name, deque(maxlen=HISTORY_POINTS)).append(rate)
+            depth = self.processes[name].queue_depth
+            if depth or name in self.pulse:  # the pulse's queue series: each minute's deepest
+                self.pulse_of(name).queue(now, depth)
         return feed, activity
 
     def _progress(self, event: RuntimeEvent) -> None:
@@ -294,6 +336,25 @@ class UIStore:
                                   int(getattr(event, "step", 0)) >= shown.step):
             del self.progress[run_id]
 
+    def _pulse(self, event: RuntimeEvent) -> None:
+        """A run's end (its run time) or a model step's tokens, into its process's minute."""
+        buckets = self.pulse_of(event.process)
+        get = event.__getattribute__
+        if event.kind == "run.finished":
+            buckets.run(event.timestamp, str(get("state")), float(get("duration_ms")))
+        elif get("step_kind") == "model":
+            buckets.usage(event.timestamp, int(get("input_tokens")) + int(get("output_tokens")))
+
+    def pulse_of(self, process: str) -> PulseBuckets:
+        buckets = self.pulse.get(process)
+        if buckets is None:
+            buckets = self.pulse[process] = PulseBuckets(process)
+        return buckets
+
+    def seen_alerts(self) -> None:
+        """The operator looked (the anomaly feed focused, or the inbox opened)."""
+        self.unseen_alerts = 0
+
     def progress_of(self, process: str) -> dict[str, ProgressLine]:
         return {k: v for k, v in self.progress.items() if v.process == process}
 
@@ -311,6 +372,7 @@ class UIStore:
             changed.add(gone)
             self.queue_history.pop(gone, None)
             self.rate_history.pop(gone, None)
+            self.pulse.pop(gone, None)
         self.processes = fresh
         return changed
 
@@ -344,3 +406,11 @@ class UIStore:
 def _run_of(event: RuntimeEvent) -> str:
     run_id = getattr(event, "run_id", None)
     return run_id if isinstance(run_id, str) else ""
+
+
+def _epoch(stamp: object) -> float:
+    """An ISO 8601 time (as the health monitor writes them) in epoch seconds; 0 if none."""
+    try:
+        return datetime.fromisoformat(str(stamp)).timestamp()
+    except ValueError:
+        return 0.0

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -24,6 +25,8 @@ from runtime_core.manifest.loader import Manifest, load_directory, load_manifest
 from runtime_core.process.ports import DeliveryGate
 from runtime_core.process.process import AgentProcess
 from runtime_core.runtime_config import RuntimeConfig
+
+log = logging.getLogger(__name__)
 
 
 class AgentRuntime:
@@ -245,14 +248,28 @@ class AgentRuntime:
         """Start every process that is not already up; one that fails to start stays FAILED and
         does not stop the others. Raises the first failure after trying them all."""
         self.start_failures = {}
-        for process in list(self._processes.values()):
-            if process.state.value in ("created", "stopped", "failed"):
-                try:
-                    await process.start()
-                except Exception as exc:
-                    self.start_failures[process.name] = exc
+        started: set[str] = set()
+        while len(started) < len(self._processes):  # again for the forks taken back
+            for process in [p for n, p in self._processes.items() if n not in started]:
+                started.add(process.name)
+                if process.state.value in ("created", "stopped", "failed"):
+                    try:
+                        await process.start()
+                    except Exception as exc:
+                        self.start_failures[process.name] = exc
+                if process.state.value in ("running", "suspended"):  # its journal is open
+                    await self._adopt_forks(process)
         if self.start_failures:
             raise next(iter(self.start_failures.values()))
+
+    async def _adopt_forks(self, process: AgentProcess) -> None:
+        """A fork lives in the journal (its ``forked`` entry names its parent): a restart of
+        the host takes it back beside its parent, as fork() made it."""
+        try:
+            await process.lineage.adopt_forks()
+        except Exception as exc:  # the parent runs on; the fork stays in the journal
+            log.warning("process %s: its forks could not be taken back from the journal: %s",
+                        process.name, exc)
 
     def _drains(self, drain_timeout: float | None) -> dict[str, float | None]:
         """Each process's drain: its own ``drain_timeout`` when its config sets one, else

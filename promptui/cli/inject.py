@@ -1,5 +1,6 @@
-"""``promptui inject NAME [PAYLOAD]``: queue an event for a process of the served runtime
-(``--url``, ``PROMPTUI_URL`` or the ``promptui serve`` running here), as the room's ``i`` does.
+"""``promptui inject NAME [PAYLOAD]`` (or ``--payload JSON``, ``--payload @file.json``): queue
+an event for a process of the served runtime (``--url``, ``PROMPTUI_URL`` or the ``promptui
+serve`` running here), as the room's ``i`` does.
 
 It prints the event's id once the event is durable. A refusal keeps nothing (the process is
 stopped: exit 1; it is draining, stopping or its queue is full: exit 75, try again). With
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -36,7 +38,11 @@ TRANSIENT = frozenset({"NOT_ACCEPTING", "QUEUE_FULL", "JOURNAL_UNAVAILABLE",
                        "INBOX_UNAVAILABLE", "UNREACHABLE"})
 
 PAYLOAD_ARGUMENT = typer.Argument(
-    "{}", help="The event's payload: a JSON object, or - to read it from stdin.")
+    None, help="The event's payload: a JSON object, or - to read it from stdin (or give "
+    "--payload).", show_default=False)
+PAYLOAD_OPTION = typer.Option(
+    None, "--payload", metavar="JSON|@FILE", help="The event's payload: a JSON object, "
+    "@file.json to read it from a file, or - for stdin (default: {}).")
 KEY_OPTION = typer.Option(
     None, "--idempotency-key", metavar="KEY",
     help="Make a retry safe: the same KEY for the same process within a day queues nothing "
@@ -45,21 +51,36 @@ KEY_OPTION = typer.Option(
 
 
 def _payload(text: str) -> dict[str, Any]:
+    """The payload ``text`` gives: JSON, ``-`` (stdin) or ``@path`` (a file); a JSON mistake
+    is reported with where it is (the file, line and column)."""
+    source = "the payload"
     if text == "-":
-        text = sys.stdin.read()
+        text, source = sys.stdin.read(), "the payload on stdin"
+    elif text.startswith("@"):
+        path = Path(text[1:]).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise fail(f"cannot read the payload file {path}: {why}") from None
+        source = f"{path}"
     try:
         payload = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise fail(f"the payload is not JSON: {exc.msg} at line {exc.lineno} column "
-                   f"{exc.colno}; give a JSON object, e.g. '{{\"task\": \"check\"}}'") from None
+        where = f"{source}:{exc.lineno}:{exc.colno}" if source != "the payload" else \
+            f"the payload, line {exc.lineno} column {exc.colno}"
+        raise fail(f"{where}: not JSON: {exc.msg}; give a JSON object, e.g. "
+                   f"'{{\"task\": \"check\"}}'") from None
     if not isinstance(payload, dict):
-        raise fail("the payload must be a JSON object, e.g. '{\"task\": \"check\"}'")
+        raise fail(f"{source} must be a JSON object, e.g. '{{\"task\": \"check\"}}', not "
+                   f"{type(payload).__name__}")
     return payload
 
 
 def inject(
     name: str = NAME_ARGUMENT,
-    payload: str = PAYLOAD_ARGUMENT,
+    payload: str | None = PAYLOAD_ARGUMENT,
+    payload_option: str | None = PAYLOAD_OPTION,
     trigger_type: str = typer.Option("manual", "--type", help="The event's trigger type."),
     idempotency_key: str | None = KEY_OPTION,
     as_json: bool = json_option("Print {name, event_id, replayed} as JSON."),
@@ -67,7 +88,9 @@ def inject(
     token: str | None = TOKEN_OPTION,
 ) -> None:
     """Queue an event for a process of the served runtime (--idempotency-key: retry safely)."""
-    body = _payload(payload)
+    if payload is not None and payload_option is not None:
+        raise fail("give the payload once: as the argument or with --payload, not both")
+    body = _payload(payload_option or payload or "{}")
     target = need_server(url, token)
 
     async def send(control: RemoteControl) -> Injected | tuple[str, str]:

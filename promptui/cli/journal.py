@@ -27,6 +27,7 @@ from promptui.cli.options import (
     CLUSTER_JOURNAL_OPTION,
     JOURNAL_OR_DSN_OPTION,
     NAME_ARGUMENT,
+    TIME_OPTION,
     TOKEN_OPTION,
     URL_OPTION,
     ServerTarget,
@@ -38,7 +39,7 @@ from promptui.cli.options import (
     wrapped,
 )
 from promptui.cli.plain_help import Typer
-from promptui.format import clock_ms
+from promptui.format import date_time_ms, relative
 
 if TYPE_CHECKING:
     from runtime_core.control.offline import JournalEntry
@@ -54,26 +55,30 @@ journal_app.command("salvage")(journal_salvage)
 journal_app.command("compact")(journal_compact)
 
 
-def format_entry(entry: JournalEntry, width: int = 100) -> str:
+def format_entry(entry: JournalEntry, width: int = 100, time_format: str = "iso") -> str:
     summary = json.dumps(entry.data, separators=(",", ":"), ensure_ascii=False)
-    return _line(entry.seq, entry.timestamp, entry.entry_type, entry.run_id, summary, width)
+    return _line(entry.seq, entry.timestamp, entry.entry_type, entry.run_id, summary, width,
+                 time_format)
 
 
 def _line(seq: int, ts: float, entry_type: str, run_id: str | None, summary: str,
-          width: int) -> str:
-    head = f"{seq:>7} {clock_ms(ts)} {entry_type:<18} {run_id or '-':<16} "
+          width: int, time_format: str = "iso") -> str:
+    # --time: the local date and time to the millisecond, or how long ago (lined up)
+    when = f"{relative(ts, time.time()):>12}" if time_format == "relative" else date_time_ms(ts)
+    head = f"{seq:>7} {when} {entry_type:<18} {run_id or '-':<16} "
     room = max(20, width - len(head))
     if len(summary) > room:
         summary = summary[: room - 1] + "…"
     return head + summary
 
 
-def _emit(entries: list[JournalEntry], as_json: bool, width: int) -> None:
+def _emit(entries: list[JournalEntry], as_json: bool, width: int,
+          time_format: str = "iso") -> None:
     for entry in entries:
         if as_json:
             sys.stdout.write(json.dumps(entry.to_dict(), ensure_ascii=False) + "\n")
         else:
-            sys.stdout.write(format_entry(entry, width) + "\n")
+            sys.stdout.write(format_entry(entry, width, time_format) + "\n")
     sys.stdout.flush()
 
 
@@ -84,6 +89,7 @@ def logs(
                                           "(e.g. run_finished, tool_intent, dead_lettered)."),
     as_json: bool = json_option("One JSON object per line."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new entries."),
+    time_format: str = TIME_OPTION,
     journal: str = JOURNAL_OR_DSN_OPTION,
     cluster: str | None = CLUSTER_JOURNAL_OPTION,
     url: str | None = URL_OPTION,
@@ -105,11 +111,12 @@ def logs(
     dsn = journal_dsn(journal, cluster, url)
     if dsn is not None:
         logs_postgres(dsn, process, lines, entry_type, follow,
-                      lambda entries: _emit(entries, as_json, width))
+                      lambda entries: _emit(entries, as_json, width, time_format))
         return
     target = server_for(url, token, Path(journal))
     if target is not None:
-        _logs_from_server(target, process, lines, entry_type, as_json, follow, width)
+        _logs_from_server(target, process, lines, entry_type, as_json, follow, width,
+                          time_format)
         return
     journal_path = Path(journal)
     try:
@@ -117,7 +124,7 @@ def logs(
         recent = read_entries(journal_path, process, entry_type=entry_type, limit=lines,
                               newest_first=True)
         recent.reverse()
-        _emit(recent, as_json, width)
+        _emit(recent, as_json, width, time_format)
         if not follow:
             return
         last = recent[-1].seq if recent else 0
@@ -128,7 +135,7 @@ def logs(
             time.sleep(FOLLOW_SECONDS)
             new = read_entries(journal_path, process, entry_type=entry_type, since_seq=last)
             if new:
-                _emit(new, as_json, width)
+                _emit(new, as_json, width, time_format)
                 last = new[-1].seq
     except JournalError as exc:
         raise fail(str(exc)) from None
@@ -137,7 +144,8 @@ def logs(
 
 
 def _logs_from_server(target: ServerTarget, process: str, lines: int, entry_type: str | None,
-                      as_json: bool, follow: bool, width: int) -> None:
+                      as_json: bool, follow: bool, width: int, time_format: str = "iso"
+                      ) -> None:
     """The same listing over the API (summaries, redacted by the server, instead of the raw
     data); ``follow`` polls for entries after the newest one printed until Ctrl+C."""
     import asyncio
@@ -148,7 +156,7 @@ def _logs_from_server(target: ServerTarget, process: str, lines: int, entry_type
                 text = json.dumps({"process": process, **asdict(view)}, ensure_ascii=False)
             else:
                 text = _line(view.seq, view.timestamp, view.entry_type, view.run_id,
-                             view.summary, width)
+                             view.summary, width, time_format)
             sys.stdout.write(text + "\n")
         sys.stdout.flush()
 

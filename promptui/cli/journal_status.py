@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from promptui.format import date_time
+from promptui.format import TimeMode, when
 
 
 def journal_rows(path: Path) -> list[dict[str, Any]]:
@@ -40,8 +40,16 @@ def _journal_row(path: Path, name: str) -> dict[str, Any]:
 
 
 def print_journal_status(rows: list[dict[str, Any]], path: Path, as_json: bool,
-                         out: Console) -> None:
+                         out: Console, *, time_format: str = "iso", wide: bool = False) -> None:
+    """The journal's view of its processes; times as ``--time`` asked, every column whole
+    with ``wide``."""
+    import time
+
+    from promptui.cli.options import print_table
     from runtime_core.control.offline import holder
+
+    mode: TimeMode = "relative" if time_format == "relative" else "iso"
+    now = time.time()
 
     held = holder(path)  # a room or 'promptui run' on it: its pid, to stop or to kill
     if as_json:
@@ -54,9 +62,9 @@ def print_journal_status(rows: list[dict[str, Any]], path: Path, as_json: bool,
     for row in rows:
         table.add_row(escape(row["name"]), escape(row["last_state"] or "-"),
                       escape(row["last_entry_type"]),
-                      date_time(row["last_entry_at"]) if row["last_entry_at"] else "-",
+                      when(row["last_entry_at"], mode, now) if row["last_entry_at"] else "-",
                       str(row["dead_letters"]))
-    out.print(table)
+    print_table(table, wide=wide)
     if held is not None:
         out.print(f"Open in a runtime now: {escape(held['text'])} (a control room or "
                   "'promptui run').")

@@ -9,7 +9,7 @@ import typer
 from promptui import __version__
 from promptui.cli.answer import answer
 from promptui.cli.headless import demo, run
-from promptui.cli.incidents import incidents
+from promptui.cli.incidents import incidents_app
 from promptui.cli.inject import inject
 from promptui.cli.journal import journal_app, logs
 from promptui.cli.locate import locate
@@ -21,6 +21,7 @@ from promptui.cli.plain_help import Typer
 from promptui.cli.reconcile import reconcile
 from promptui.cli.remote import dead_letters, restart, resume, start, status, stop, suspend
 from promptui.cli.rewind import fork, rewind
+from promptui.cli.runs import runs
 from promptui.cli.serve import serve
 from promptui.cli.ui import attach, ui
 
@@ -39,7 +40,8 @@ app.command("attach")(attach)
 app.command("serve")(serve)
 app.command("rewind")(rewind)
 app.command("fork")(fork)
-app.command("incidents")(incidents)
+app.add_typer(incidents_app, name="incidents")
+app.command("runs")(runs)
 app.command("status")(status)
 app.command("start")(start)
 app.command("stop")(stop)

@@ -4,6 +4,7 @@ served node (``promptui serve --cluster``) belongs to, asked of that node's API.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -12,9 +13,19 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from promptui.cli.options import TOKEN_OPTION, URL_OPTION, json_option, need_server, on_server, out
+from promptui.cli.options import (
+    TIME_OPTION,
+    TOKEN_OPTION,
+    URL_OPTION,
+    WIDE_OPTION,
+    json_option,
+    need_server,
+    on_server,
+    out,
+    print_table,
+    stamp,
+)
 from promptui.cli.plain_help import Typer
-from promptui.format import age
 
 if TYPE_CHECKING:
     from runtime_core.control.remote import RemoteControl
@@ -36,6 +47,8 @@ nodes_app = Typer(help="The cluster's nodes (against a node of 'promptui serve -
 def nodes(
     ctx: typer.Context,
     as_json: bool = json_option("Print a JSON list."),
+    time_format: str = TIME_OPTION,
+    wide: bool = WIDE_OPTION,
     url: str | None = URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
@@ -53,6 +66,7 @@ def nodes(
         return await control.cluster_nodes()
 
     views = on_server(target, read)
+    now = time.time()
     if as_json:
         print(json.dumps([asdict(view) for view in views], indent=2))
         return
@@ -66,10 +80,10 @@ def nodes(
         cap = "" if view.max_processes is None else f"/{view.max_processes}"
         table.add_row(escape(view.node_id) + (" *" if view.this_node else ""),
                       f"[{STYLE.get(view.state, '')}]{escape(view.state)}[/]",
-                      f"{age(view.heartbeat_age_s)} ago", f"{len(owned)}{cap}",
+                      stamp(now - view.heartbeat_age_s, time_format, now), f"{len(owned)}{cap}",
                       escape(view.address),
                       escape(", ".join(f"{p}@{e}" for p, e in sorted(owned.items()))))
-    out.print(table)
+    print_table(table, wide=wide)
     shown = {view.state for view in views}
     for state, meaning in MEANING.items():
         if state in shown:

@@ -21,8 +21,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
 
 from promptui.bundled import demo_manifests_dir, missing_message
+from promptui.format import TimeMode, when
 
 if TYPE_CHECKING:
     from runtime_core.control.remote import RemoteControl
@@ -105,6 +109,71 @@ NAME_ARGUMENT = typer.Argument(..., help="The process name.")
 def json_option(help: str) -> Any:
     """``--json``, with what it prints."""
     return typer.Option(False, "--json", help=help)
+
+
+def _time_mode(value: str) -> str:
+    if value not in ("iso", "relative"):
+        raise typer.BadParameter(f"{value!r} is not a time format: use iso (2026-12-06 "
+                                 "22:14:03) or relative (3 min ago)")
+    return value
+
+
+#: --time for every command that prints times: the room's two formats (its `a` key).
+TIME_OPTION = typer.Option("iso", "--time", metavar="iso|relative", callback=_time_mode,
+                           help="How times read: iso (local date and time, 2026-12-06 "
+                           "22:14:03) or relative (3 min ago, in 2 s).")
+#: --wide for every command that prints a table.
+WIDE_OPTION = typer.Option(False, "--wide", help="Print every column whole, however wide the "
+                           "terminal (for pipes and less -S); default: fit the terminal.")
+
+
+def stamp(timestamp: float, mode: str, now: float | None = None) -> str:
+    """``timestamp`` as ``--time`` asked (iso by default), at ``now`` (default: the clock)."""
+    import time
+
+    chosen: TimeMode = "relative" if mode == "relative" else "iso"
+    return when(timestamp, chosen, time.time() if now is None else now)
+
+
+def print_table(table: Table, *, wide: bool = False) -> None:
+    """Print a command's table: as wide as the terminal it shows on (rich measures stdout,
+    stdin and stderr, so a pipe does not shrink it to 80 columns while a terminal is there;
+    ``COLUMNS`` wins), cells cut with an ellipsis where it must; ``wide``: every column whole,
+    the lines as long as they need to be, as they also are with no terminal at all (a script,
+    cron, a CI log: there is no width to fit, and a cut cell is lost to grep)."""
+    if not wide and not _no_terminal():
+        _last_column_gives_way(table)
+        out.print(table)
+        return
+    table.expand = False  # as wide as the cells, no wider
+    for column in table.columns:
+        column.no_wrap, column.overflow, column.max_width = True, "ignore", None
+    measured = Measurement.get(out, out.options.update(width=1_000_000), table).maximum
+    whole = Console(width=max(20, measured), highlight=False, soft_wrap=False,
+                    force_terminal=out.is_terminal)
+    whole.print(table)
+
+
+def _last_column_gives_way(table: Table) -> None:
+    """A table too wide for the terminal cuts its last column (a summary, a payload, a
+    fingerprint) rather than every column a little: "proce…  incide…  g…" says nothing."""
+    for column in table.columns[:-1]:
+        cells = [str(column.header), *(str(cell) for cell in column.cells)]
+        column.min_width = max((Text.from_markup(c).cell_len for c in cells), default=1)
+
+
+def _no_terminal() -> bool:
+    """No width to fit: neither ``COLUMNS`` nor a terminal on stdin, stdout or stderr."""
+    if "COLUMNS" in os.environ:
+        return False
+    return not any(_isatty(fd) for fd in (0, 1, 2))
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:  # closed
+        return False
 
 
 # -- errors ------------------------------------------------------------------------------------

@@ -21,8 +21,10 @@ from promptui.cli.options import (
     NAME_ARGUMENT,
     NO_SERVER,
     START_ONE,
+    TIME_OPTION,
     TOKEN_OPTION,
     URL_OPTION,
+    WIDE_OPTION,
     YES_OPTION,
     check_process,
     confirm,
@@ -32,7 +34,9 @@ from promptui.cli.options import (
     need_server,
     on_server,
     out,
+    print_table,
     server_for,
+    stamp,
 )
 from promptui.format import iso_short
 
@@ -50,6 +54,8 @@ SETTLE = {"unknown_write_outcome": "promptui reconcile {name} {run}",
 # -- status ----------------------------------------------------------------------------------
 def status(
     as_json: bool = json_option("Print a JSON object."),
+    time_format: str = TIME_OPTION,
+    wide: bool = WIDE_OPTION,
     url: str | None = URL_OPTION,
     token: str | None = TOKEN_OPTION,
     journal: Path = JOURNAL_OPTION,
@@ -73,7 +79,7 @@ def status(
             raise fail(f"{exc}" if isinstance(exc, JournalError) else
                        f"cannot read journal {journal}: {exc}; if it is damaged, 'promptui "
                        f"journal salvage {journal}' rescues what it holds") from None
-        print_journal_status(rows, journal, as_json, out)
+        print_journal_status(rows, journal, as_json, out, time_format=time_format, wide=wide)
         for what in left_behind(journal):
             err.print(f"[red]journal left behind:[/red] {escape(what)}")
         return
@@ -110,6 +116,9 @@ def status(
         err.print(f"[red]journal left behind:[/red] {escape(what)}")
     for p in processes:
         state = f"{p.state} ({p.suspend_reason})" if p.suspend_reason else p.state
+        if p.suspend_reason and p.suspended_since is not None:
+            state = (f"{p.state} ({p.suspend_reason} since "
+                     f"{stamp(p.suspended_since, time_format)})")
         if p.draining:
             state = f"draining ({p.active_runs} left)"
         if p.journal_fault:
@@ -121,7 +130,7 @@ def status(
         table.add_row(escape(p.name), *((escape(p.node or "-"),) if clustered else ()),
                       *((escape(notes[p.name] or "now"),) if dated else ()),
                       escape(state), *counts, escape(p.health), escape(p.last_outcome))
-    out.print(table)
+    print_table(table, wide=wide)
     _print_waiting(processes, clustered)
 
 
@@ -190,9 +199,25 @@ def suspend(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
 
 
 def resume(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
-           token: str | None = TOKEN_OPTION) -> None:
-    """Resume a suspended process."""
-    _lifecycle("resume", name, url, token)
+           token: str | None = TOKEN_OPTION,
+           watch_again: bool = typer.Option(
+               False, "--watch-again", help="Its health monitor forgets its anomalies and "
+               "cooldowns first, so an anomaly that recurs pauses it again at once.")) -> None:
+    """Resume a suspended process (a restart of the server keeps it suspended until then)."""
+    target = need_server(url, token)
+
+    async def go(control: RemoteControl) -> tuple[str, str]:
+        before = await control.process_status(name)
+        await control.resume(name, watch_again=watch_again)
+        return str(before.get("suspend_reason") or ""), str(
+            (await control.process_status(name)).get("state", "?"))
+
+    why, state = on_server(target, go)
+    out.print(f"{escape(name)}: {state}")
+    if why == "health" and not watch_again:
+        out.print(f"[dim]Its health monitor kept its memory: an anomaly it reported is not "
+                  f"reported again within its cooldown. 'promptui resume {escape(name)} "
+                  f"--watch-again' clears it, so a recurring anomaly pauses it at once.[/dim]")
 
 
 def restart(name: str = NAME_ARGUMENT, url: str | None = URL_OPTION,
@@ -320,4 +345,24 @@ def _print_letters(name: str, letters: list[DeadLetterView], as_json: bool, sour
                       str(letter.attempts), escape(iso_short(letter.dead_lettered_at)),
                       escape(reason), escape(letter.payload_preview))
     out.print(table)
+    _print_histories(letters)
     out.print(escape(hint))
+
+
+HISTORY_SHOWN = 5  # per letter; --json lists every one
+
+
+def _print_histories(letters: list[DeadLetterView]) -> None:
+    """Each letter's attempts, newest first: when, which attempt, what became of it, why."""
+    told = [letter for letter in letters if letter.history]
+    if told:
+        out.print("[bold]History[/bold] (newest first):")
+    for letter in told:
+        out.print(f"  {letter.event_id[:SHORT_ID]}")
+        for step in letter.history[:HISTORY_SHOWN]:
+            why = f": {step.error}" if step.error else ""
+            out.print(f"    {escape(iso_short(step.at))}  attempt {step.attempt}  "
+                      f"{escape(step.outcome)}{escape(why)}")
+        if len(letter.history) > HISTORY_SHOWN:
+            out.print(f"    ... {len(letter.history) - HISTORY_SHOWN} more (--json lists "
+                      "them all)")

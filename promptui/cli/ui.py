@@ -171,7 +171,8 @@ def open_room(control: ControlPlane, *, theme: str | None, no_mouse: bool,
                 redact_handler(handler, lambda: runtime.processes.values())
     app = ControlRoom(control, themes=themes, theme=chosen,
                       refresh_hz=refresh or settings.refresh_hz, low_bandwidth=low,
-                      keymap=settings.keymap)
+                      keymap=settings.keymap, time_format=settings.time_format,
+                      settings_path=config_path(), bell=settings.bell)
     tune_gc()
     app.run(mouse=not no_mouse and settings.mouse)  # quitting closes the control plane
     return app

@@ -86,6 +86,14 @@ class OpenIncidents(Message):
     """Open the incidents screen (unless it is already on top)."""
 
 
+class OpenPulse(Message):
+    """Open the pulse screen (the last hour's charts)."""
+
+
+class OpenInbox(Message):
+    """Open the fleet inbox (every dead letter and waiting run)."""
+
+
 class OpenTimeline(Message):
     """Open the rewind timeline of ``process``; with ``run_id`` and ``step``, at the journal
     entry that recorded that step of that run (a drill-down from a run's steps)."""

@@ -12,8 +12,10 @@ from promptui.actions import DASHBOARD_ACTIONS, bindings
 from promptui.format import clip
 from promptui.screens.base import (
     LiveScreen,
+    OpenInbox,
     OpenIncidents,
     OpenProcess,
+    OpenPulse,
     ShowValue,
     drill_down,
     view_line,
@@ -29,6 +31,7 @@ class DashboardScreen(LiveScreen):
     ACTIONS = DASHBOARD_ACTIONS
     BINDINGS = bindings(DASHBOARD_ACTIONS)
     _kept_and_left = False  # the filter box's Enter kept the filter and sent the focus away
+    _focus_table_on_resume = False  # a `:` jump: the table takes the focus back from a feed
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -58,6 +61,20 @@ class DashboardScreen(LiveScreen):
 
     def current_process(self) -> str | None:
         return self.table.selected_name
+
+    def show_process(self, name: str) -> None:
+        """Put the table's cursor on ``name`` and the focus on the table (a `:` jump): Enter
+        then opens that process, whatever panel had the focus before. A filter that hides it
+        is cleared."""
+        table = self.table
+        if name not in table.keys:
+            self.action_clear_filter()
+        table.select(name)
+        # Now, and again when this screen resumes (the prompt that asked may still be on top:
+        # its closing must not hand the focus back to a feed).
+        self._focus_table_on_resume = True
+        self.set_focus(table)
+        self.call_after_refresh(self.set_focus, table)
 
     # -- the pump writes here (only while this screen is active) -------------------------
     async def show(self, store: UIStore, now: float, feed: list[FeedLine],
@@ -89,6 +106,9 @@ class DashboardScreen(LiveScreen):
         queue.data, rate.data = queue_points, rate_points
 
     def on_screen_resume(self) -> None:
+        if self._focus_table_on_resume:
+            self._focus_table_on_resume = False
+            self.set_focus(self.table)
         self.replay(self.room.store)
 
     def replay(self, store: UIStore) -> None:
@@ -170,6 +190,9 @@ class DashboardScreen(LiveScreen):
             self._kept_and_left = False
 
     def action_clear_filter(self) -> None:
+        if self.maximized is not None:  # Esc first puts a maximised panel back
+            self.minimize()
+            return
         box = self.query_one("#filter", Input)
         if box.display or self.table.filter_text:
             box.value = ""
@@ -189,6 +212,12 @@ class DashboardScreen(LiveScreen):
     def action_incidents(self) -> None:
         self.post_message(OpenIncidents())
 
+    def action_pulse(self) -> None:
+        self.post_message(OpenPulse())
+
+    def action_inbox(self) -> None:
+        self.post_message(OpenInbox())
+
     def action_live_tail(self) -> None:
         from promptui.screens.live_tail import LiveTailScreen  # loaded when first opened
 
@@ -198,6 +227,16 @@ class DashboardScreen(LiveScreen):
         from promptui.screens.nodes import NodesScreen  # loaded when first opened
 
         self.app.push_screen(NodesScreen())
+
+    def action_toggle_maximize(self) -> None:
+        """z: the focused panel (the table, Anomalies, Activity) takes the whole screen; z
+        again (or Esc) puts it back (btop, lazygit)."""
+        if self.maximized is not None:
+            self.minimize()
+            return
+        focused = self.focused
+        if isinstance(focused, ProcessTable | FollowLog):
+            self.maximize(focused, container=False)
 
     def action_pause_feed(self) -> None:
         paused = self.feed.toggle_pause()

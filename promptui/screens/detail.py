@@ -19,14 +19,12 @@ from textual.worker import Worker
 from promptui.actions import DETAIL_ACTIONS, RECONCILE, bindings
 from promptui.screens.base import LiveScreen, OpenTimeline, ShowValue
 from promptui.screens.dialogs import (
-    ReconcileChoice,
-    ReconcileDialog,
     clear_dead_dialog,
     redeliver_all_dialog,
 )
+from promptui.screens.reconcile_flow import settle_waiting
 from promptui.screens.run_steps import RunStepsDialog
 from promptui.screens.save_manifest import save_as_manifest
-from promptui.screens.waiting_answers import answer_waiting
 from promptui.store import ActivityLine, FeedLine, ProgressLine, UIStore
 from promptui.widgets.conversation import ConversationLog
 from promptui.widgets.detail_rows import (
@@ -181,7 +179,8 @@ class ProcessDetailScreen(LiveScreen):
             self.query_one("#timeline-detail", Static).update(Text(str(exc), style="yellow"))
             return
         self.timeline_entries = entries  # for v on a row
-        self.table("timeline").sync(timeline_rows(entries))
+        self.table("timeline").sync(timeline_rows(entries, self.room.store.time_mode,
+                                                  self.room.clock()))
 
     def _show_gone(self, why: str) -> None:
         self.gone = why
@@ -476,23 +475,4 @@ class ProcessDetailScreen(LiveScreen):
             self.run_worker(self._reconcile(run.run_id), group="reconcile", exclusive=True)
 
     async def _reconcile(self, run_id: str) -> None:
-        name, control = self.process, self.room.control
-        try:
-            detail = await control.waiting_detail(name, run_id)
-        except ControlError as exc:  # reconciled elsewhere meanwhile, or the process went
-            self.app.notify(str(exc), severity="error", timeout=6)
-            return
-
-        if answer_waiting(self, name, run_id, detail):  # evidence, or a server's question
-            return
-
-        def decided(choice: ReconcileChoice | None) -> None:
-            if choice is None:
-                return
-            self.room.command(
-                f"reconcile run {run_id[:8]}",
-                lambda: control.reconcile(name, run_id, choice.outcome, result=choice.result,
-                                          note=choice.note),
-                lambda _: f"run {run_id[:8]} reconciled: {choice.outcome.replace('_', ' ')}")
-
-        self.app.push_screen(ReconcileDialog(name, detail), decided)
+        await settle_waiting(self, self.process, run_id)

@@ -1,35 +1,74 @@
 """Modal dialogs: confirm (Cancel focused), ask for one line (a fork's name, a time to jump
 to), inject an event (a JSON payload validated before it is sent) and reconcile a run whose
-write outcome is unknown."""
+write outcome is unknown.
+
+The screen behind a dialog stays live, and a question that shows counts ("1 run(s) in
+flight", "3 dead letters") keeps them true: a dialog given ``figures`` (the store to its title
+and body) is a ``LiveFigures``, and the room's pump calls its ``refresh_figures`` every tick."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Label, Static, TextArea
 
+from promptui.screens.base import LiveScreen
+from promptui.store import UIStore
 from runtime_core.control.views import DeadLetterView
 
+R = TypeVar("R")
+#: A question's title and body from what the room knows now (``store``, the time).
+Figures = Callable[[UIStore, float], tuple[str, str]]
 
-class ConfirmDialog(ModalScreen[bool]):
-    """Yes/no for a destructive action; Cancel has the focus so Enter does nothing harmful."""
+
+@runtime_checkable
+class LiveFigures(Protocol):
+    """A dialog whose words hold figures that change while it is open: the pump tells it."""
+
+    def refresh_figures(self, store: UIStore, now: float) -> None:
+        """Show the figures as they are now."""
+
+
+class FiguresDialog(ModalScreen[R]):
+    """The title label and body of a question, rewritten from ``figures`` each tick."""
+
+    figures: Figures | None = None
+
+    def refresh_figures(self, store: UIStore, now: float) -> None:
+        """Rewrite the title and body when their figures changed (the pump calls this)."""
+        labels, texts = self.query(".dialog-title"), self.query(".dialog-body")
+        if self.figures is None or not labels or not texts:  # none, or not composed yet
+            return
+        title, body = self.figures(store, now)
+        label, text = labels.first(Label), texts.first(Static)
+        if str(label.content) != title:
+            label.update(title)
+        if str(text.content) != body:
+            text.update(body)
+
+
+class ConfirmDialog(FiguresDialog[bool]):
+    """Yes/no for a destructive action; Cancel has the focus so Enter does nothing harmful.
+    With ``figures``, its title and body follow the store while it is open."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel")]
 
-    def __init__(self, title: str, body: str, confirm_label: str = "Confirm") -> None:
+    def __init__(self, title: str, body: str, confirm_label: str = "Confirm", *,
+                 figures: Figures | None = None) -> None:
         super().__init__(classes="dialog-screen")
         self.title_text = title
         self.body = body
         self.confirm_label = confirm_label
+        self.figures = figures
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -55,34 +94,56 @@ def dead_letters_count(count: int) -> str:
     return f"{count} dead letter{'s' if count != 1 else ''}"
 
 
+def dead_letters_now(store: UIStore, process: str, known: int) -> int:
+    """How many dead letters ``process`` holds now (the row's figure), else ``known``."""
+    row = store.processes.get(process)
+    return row.dead_letters if row is not None else known
+
+
 def redeliver_all_dialog(process: str, letters: Sequence[DeadLetterView]) -> ConfirmDialog:
-    """Before every dead letter of ``process`` runs again: how many, and how many distinct
-    payloads (told apart by their JSON, as the rows show it): 17 letters of one payload
-    are likely one poison event, not 17 pieces of work."""
+    """Before every dead letter of ``process`` runs again: how many (kept true while it is
+    open), and how many distinct payloads (told apart by their JSON, as the rows show it): 17
+    letters of one payload are likely one poison event, not 17 pieces of work."""
     payloads = len({letter.payload_preview for letter in letters})
-    return ConfirmDialog(
-        f"Redeliver {dead_letters_count(len(letters))} ({payloads} distinct "
-        f"payload{'s' if payloads != 1 else ''})?",
-        f"Each goes back on {process}'s queue and runs again.", "Redeliver all")
+    read = len(letters)
+
+    def figures(store: UIStore, now: float) -> tuple[str, str]:
+        count = dead_letters_now(store, process, read)
+        among = "" if count == read else f" among the {read} read when this opened"
+        return (f"Redeliver {dead_letters_count(count)} ({payloads} distinct "
+                f"payload{'s' if payloads != 1 else ''}{among})?",
+                f"Each goes back on {process}'s queue and runs again.")
+
+    title, body = figures(UIStore(), 0.0)
+    return ConfirmDialog(title, body, "Redeliver all", figures=figures)
 
 
 def clear_dead_dialog(process: str, count: int) -> ConfirmDialog:
-    return ConfirmDialog(
-        f"Clear {dead_letters_count(count)} of {process}?",
-        f"All {count} are dropped and cannot be redelivered after." if count != 1 else
-        "It is dropped and cannot be redelivered after.", "Clear")
+    """Before every dead letter of ``process`` is dropped: how many (kept true while open)."""
+
+    def figures(store: UIStore, now: float) -> tuple[str, str]:
+        n = dead_letters_now(store, process, count)
+        return (f"Clear {dead_letters_count(n)} of {process}?",
+                f"All {n} are dropped and cannot be redelivered after." if n != 1 else
+                "It is dropped and cannot be redelivered after.")
+
+    title, body = figures(UIStore(), 0.0)
+    return ConfirmDialog(title, body, "Clear", figures=figures)
 
 
-class ChoiceDialog(ModalScreen[str | None]):
-    """Cancel (focused, escape) or one of several actions; returns the chosen action's id."""
+class ChoiceDialog(FiguresDialog[str | None]):
+    """Cancel (focused, escape) or one of several actions; returns the chosen action's id.
+    With ``figures``, its title and body follow the store while it is open."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="promptui.dialog.cancel")]
 
-    def __init__(self, title: str, body: str, choices: list[tuple[str, str]]) -> None:
+    def __init__(self, title: str, body: str, choices: list[tuple[str, str]], *,
+                 figures: Figures | None = None) -> None:
         super().__init__(classes="dialog-screen")
         self.title_text = title
         self.body = body
         self.choices = choices  # (id, label), the last one the most drastic
+        self.figures = figures
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -308,3 +369,28 @@ class ReconcileDialog(ModalScreen[ReconcileChoice | None]):
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+def quit_question(flights: Mapping[str, int], drain: float) -> tuple[str, str]:
+    """The quit dialog's title and body for these runs in flight (per process), a drain
+    lasting up to ``drain`` seconds."""
+    return (f"Quit? {sum(flights.values())} run(s) in flight in {len(flights)} process(es)",
+            f"Drain: they finish first (up to {drain:g} s) while no new event "
+            "is taken, then the room closes (q again cuts it short). Quit now: they are cut "
+            "off and go on from their last durable step at the next start (a write cut off "
+            "waits for an operator to reconcile). Queued events stay queued in the journal "
+            "and run at the next start.")
+
+
+def live_under_dialogs(stack: list[Screen[Any]]
+                       ) -> tuple[LiveScreen | None, list[LiveFigures]]:
+    """The live screen the pump draws on (the top one, or the one under the dialogs on top
+    of it) and those dialogs that want fresh figures each tick."""
+    dialogs: list[LiveFigures] = []
+    for screen in reversed(stack):
+        if isinstance(screen, ModalScreen):
+            if isinstance(screen, LiveFigures):
+                dialogs.append(screen)
+            continue
+        return (screen if isinstance(screen, LiveScreen) else None), dialogs
+    return None, dialogs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.table import Table
 from rich.text import Text
 from textual import events
@@ -15,6 +17,16 @@ from textual.widgets import Label, Static
 
 def key_display(screen: Screen[object], key: str) -> str:
     return screen.app.get_key_display(Binding(key, ""))
+
+
+def screen_name(screen: Screen[object]) -> str:
+    """What an operator calls ``screen``: its ``HELP_NAME``, else its class name in words
+    (ProcessDetailScreen: "Process detail")."""
+    named = getattr(screen, "HELP_NAME", "")
+    if named:
+        return str(named)
+    words = re.findall(r"[A-Z][a-z0-9]*", type(screen).__name__.removesuffix("Screen"))
+    return " ".join([words[0], *(w.lower() for w in words[1:])]) if words else "this screen"
 
 
 class HelpScreen(ModalScreen[None]):
@@ -63,7 +75,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("Binding id (remap in config.toml)", style="dim", no_wrap=True)
         for keys, description, ident in self.rows():
             table.add_row(keys, description, ident)
-        where = type(self.under).__name__.removesuffix("Screen")
+        where = screen_name(self.under)
         with VerticalScroll(classes="dialog dialog-wide", id="help"):
             yield Label(f"Keys on this screen ({where})", classes="dialog-title")
             yield Static(table)

@@ -111,7 +111,7 @@ class IncidentsScreen(LiveScreen):
 
     def _draw_detail(self) -> None:
         self.query_one("#incidents-detail", Static).update(
-            incident_detail(self.current, self.room.clock()))
+            incident_detail(self.current, self.room.clock(), self.room.store.time_mode))
 
     @on(DataTable.RowHighlighted, "#incidents-table")
     def _moved(self) -> None:

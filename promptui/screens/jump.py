@@ -14,6 +14,8 @@ from textual.containers import Horizontal
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from promptui.screens.base import OpenProcess
+
 
 def matching(names: Sequence[str], typed: str) -> list[str]:
     """The names that start with ``typed`` (case-insensitive), in the order given."""
@@ -53,6 +55,7 @@ class JumpPrompt(ModalScreen[str | None]):
     def __init__(self, names: Sequence[str]) -> None:
         super().__init__()
         self.names = list(names)  # in the table's order: the first match is the one
+        self.chosen: str | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="jump-line"):
@@ -92,6 +95,11 @@ class JumpPrompt(ModalScreen[str | None]):
 
     @on(Input.Submitted, "#jump-input")
     def _jump(self) -> None:
+        if self.chosen is not None:
+            # A second Enter typed before the prompt closed (`:inv` Enter Enter, fast or
+            # pasted) reaches the prompt, not the table: it means the table's Enter, open it.
+            self.app.post_message(OpenProcess(self.chosen))
+            return
         if not self.typed.strip():
             self.dismiss(None)
             return
@@ -100,6 +108,7 @@ class JumpPrompt(ModalScreen[str | None]):
             self.query_one("#jump-hint", Static).update(Text(
                 f"no process starts with {self.typed.strip()!r}", style="bold red"))
             return
+        self.chosen = name  # dismissed once: a second dismiss would pop the screen below
         self.dismiss(name)
 
     def action_cancel(self) -> None:

@@ -1,11 +1,15 @@
 """The live tail (`L`): every process's runs and steps as they happen, one line each, filtered
 by the dashboard's process filter. It follows the newest line until the operator moves up
 (then it holds and counts "+N new"; end or F follows again); `/` searches with n and N, `g`
-goes to a time, Enter drills down to the line's run and `v` shows the whole line."""
+goes to a time, Enter drills down to the line's run and `v` shows the whole line; `w` wraps
+long lines (each row of a wrapped line stands for it: Enter and v work on any of them) or cuts
+them again."""
 
 from __future__ import annotations
 
 import re
+import textwrap
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -22,15 +26,47 @@ from promptui.widgets.feeds import FollowLog
 TAIL_SHOWN = 5000  # lines the tail widget holds
 
 
+WRAP_INDENT = "    "  # a wrapped line's next rows, so they read as one line
+
+
 class TailLog(FollowLog):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(TAIL_SHOWN, **kwargs)
         self.border_title = "Live tail"
+        self.wrapped = False  # long lines cut at the edge (False) or wrapped (True)
 
     @staticmethod
-    def render_line_text(line: ActivityLine) -> str:
+    def render_line_text(line: ActivityLine, stamp: str | None = None) -> str:
         who = f"{line.process[:20]:<20} " if line.process else ""
-        return f"{clock(line.at)} {who}{line.text}"
+        return f"{stamp or clock(line.at)} {who}{line.text}"
+
+    def render_item(self, item: Any) -> str | None:
+        return self.render_line_text(item, self.stamp(item.at)) \
+            if isinstance(item, ActivityLine) else None
+
+    def _put(self, paired: list[tuple[str, Any]]) -> None:
+        width = self.scrollable_content_region.width
+        if not self.wrapped or width < 2 * len(WRAP_INDENT):
+            super()._put(paired)
+            return
+        rows: list[tuple[str, Any]] = []
+        for text, item in paired:
+            pieces = textwrap.wrap(text.replace("\n", " ⏎ "), width,
+                                   subsequent_indent=WRAP_INDENT, drop_whitespace=False,
+                                   replace_whitespace=False) or [""]
+            rows.extend((piece, item) for piece in pieces)
+        super()._put(rows)
+
+    def toggle_wrap(self) -> bool:
+        """Wrap long lines, or cut them again; True when they are wrapped now."""
+        self.wrapped = not self.wrapped
+        self.rewrite()
+        return self.wrapped
+
+    def on_resize(self) -> None:
+        if self.wrapped:
+            self.rewrite()  # the rows follow the new width
+        super().on_resize()
 
     def add(self, lines: list[ActivityLine]) -> None:
         self.add_lines([self.render_line_text(line) for line in lines], list(lines))
@@ -93,7 +129,7 @@ class LiveTailScreen(LiveScreen):
         self._filter_text = store.process_filter.text
         self._seen = store.tail_count
         lines = self._kept(store, list(store.tail))
-        self.log_widget.reset([TailLog.render_line_text(x) for x in lines], lines)
+        self.log_widget.reset([TailLog.render_line_text(x) for x in lines], lines)  # re-timed
         self._draw_title(store)
 
     def _kept(self, store: UIStore, lines: list[ActivityLine]) -> list[ActivityLine]:
@@ -192,6 +228,11 @@ class LiveTailScreen(LiveScreen):
 
     def action_follow(self) -> None:
         self.log_widget.follow()
+
+    def action_wrap(self) -> None:
+        wrapped = self.log_widget.toggle_wrap()
+        self.notify("long lines wrapped (w cuts them)" if wrapped
+                    else "long lines cut at the edge (w wraps them)", timeout=2)
 
     @on(FollowLog.Chosen)
     def _line_chosen(self, event: FollowLog.Chosen) -> None:

@@ -4,10 +4,16 @@ searches (regex or plain text, case-insensitive), ``n``/``N`` step through the m
 copies the value and ``Y`` its id through the terminal (OSC 52: over SSH and in tmux too).
 
 Screens and widgets open it by posting ``ShowValue(title, value, ident)``; the app pushes it.
-It is modal: the app's keys (stop, suspend...) do nothing under it, and esc goes back."""
+It is modal: the app's keys (stop, suspend...) do nothing under it, and esc goes back.
+
+A known time field holding epoch seconds (``ts``, ``created_at``, ``since``...) reads as a time,
+in the room's time format (``a`` toggles it here too), the raw number after it in brackets for
+grep. ``w`` cuts long lines at the edge (left/right scroll sideways) or wraps them again."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import Any
 
 from rich.text import Text
@@ -17,6 +23,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
 from promptui.actions import PAGER_ACTIONS, bindings
+from promptui.format import TimeMode, with_times
 from promptui.widgets.pager_text import MAX_MATCHES, value_text
 from promptui.widgets.pager_view import PagerView
 
@@ -30,7 +37,10 @@ class PagerScreen(ModalScreen[None]):
         super().__init__()
         self.title_text = title
         self.ident = ident
-        self.text = value_text(value)  # what is shown and what y copies
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = dataclasses.asdict(value)
+        self.value = value
+        self.text = self._text(self._time_mode())  # what is shown and what y copies
         self.json_like = not isinstance(value, str)
         self.query_text = ""  # the last search
 
@@ -45,6 +55,34 @@ class PagerScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.query_one("#pager-search", Input).display = False
         self.body.focus()
+
+    # -- times and wrapping ----------------------------------------------------------------
+    def _time_mode(self) -> TimeMode:
+        store = getattr(self.app, "store", None)  # the room's; a bare app (tests): iso
+        mode = getattr(store, "time_mode", "iso")
+        return "relative" if mode == "relative" else "iso"
+
+    def _text(self, mode: TimeMode) -> str:
+        clock = getattr(self.app, "clock", time.time)
+        return value_text(with_times(self.value, mode, clock()))
+
+    async def action_toggle_time(self) -> None:
+        await self.app.run_action("toggle_time")  # the room's: every screen at once
+        self.text = self._text(self._time_mode())
+        self.body.set_text(self.text)
+        self.show_status()
+
+    def action_wrap(self) -> None:
+        body = self.body
+        body.set_wrapped(not body.wrapped)
+        self.notify("long lines wrapped (w cuts them)" if body.wrapped else
+                    "long lines cut: left/right scroll sideways (w wraps them)", timeout=2)
+
+    def action_left(self) -> None:
+        self.body.scroll_relative(x=-8, animate=False)
+
+    def action_right(self) -> None:
+        self.body.scroll_relative(x=8, animate=False)
 
     @property
     def body(self) -> PagerView:

@@ -22,14 +22,16 @@ from promptui.store import ActivityLine, FeedLine, UIStore
 from promptui.widgets.timeline_table import PREFETCH, TimelineTable, entry_detail
 from promptui.widgets.view_values import entry_value
 from runtime_core.control.plane import ControlError
-from runtime_core.control.views import JournalEntryView, RewindResult
+from runtime_core.control.views import ENTRY_TYPES, JournalEntryView, RewindResult
 
 PAGE = 200
 REFRESH_SECONDS = 1.0  # the newest page is re-read at most this often
-# `T` steps through these; None is "every type".
-TYPE_FILTERS: tuple[str | None, ...] = (None, "run_finished", "tool_intent", "tool_result",
-                                        "context_update", "checkpoint", "rewind",
-                                        "state_transition", "incident", "shutdown")
+# `T` steps through these: every type the runtime journals, the ones an operator looks for
+# most first; None is "every type".
+FIRST_TYPES = ("run_finished", "tool_intent", "tool_result", "context_update", "checkpoint",
+               "rewind", "state_transition", "incident", "shutdown")
+TYPE_FILTERS: tuple[str | None, ...] = (
+    None, *FIRST_TYPES, *(t for t in ENTRY_TYPES if t not in FIRST_TYPES))
 
 
 class TimelineScreen(LiveScreen):
@@ -133,6 +135,8 @@ class TimelineScreen(LiveScreen):
     # -- the pump: new entries appear at the top ----------------------------------------------
     async def show(self, store: UIStore, now: float, feed: list[FeedLine],
                    activity: list[ActivityLine]) -> None:
+        if self.loaded and store.time_mode != self.table.time_mode:
+            self.table.set_time_mode(store.time_mode)  # the time key: at once
         if not self.loaded or self.at_or_before is not None or self.newer_waiting:
             return
         mono = time.monotonic()

@@ -3,12 +3,13 @@ full text of the row under the cursor. Plain control-plane data in, cells out.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
 
-from promptui.format import age, clip, clock, compact, iso_age
+from promptui.format import TimeMode, age, clip, compact, iso_age, when
 from promptui.widgets.keyed_table import Col, Row
 from promptui.widgets.runs import RUN_STATE_STYLES, duration, run_outcome
 from runtime_core.control.views import DeadLetterView, JournalEntryView, ProcessDetail
@@ -23,17 +24,19 @@ RUN_COLS = (Col("id", "Run", 8), Col("trigger", "Trigger", 9), Col("state", "Sta
             Col("outcome", "Reason / error / reply", 24), Col("took", "Took", 6),
             Col("steps", "Steps", 5))
 CONTEXT_COLS = (Col("key", "Key", 22), Col("value", "Value", None))
-TIMELINE_COLS = (Col("time", "Time", 8), Col("seq", "Seq", 6), Col("type", "Type", 16),
+TIMELINE_COLS = (Col("time", "Time", 11), Col("seq", "Seq", 6), Col("type", "Type", 16),
                  Col("summary", "Summary", None))
 
 
-def timeline_rows(entries: Sequence[JournalEntryView]) -> list[Row]:
-    """The newest entries, a rewind marked, newest first."""
+def timeline_rows(entries: Sequence[JournalEntryView], mode: TimeMode = "iso",
+                  now: float | None = None) -> list[Row]:
+    """The newest entries, a rewind marked, newest first; times in ``mode`` at ``now``."""
+    now = time.time() if now is None else now
     rows: list[Row] = []
     for e in entries:
         style = "bold" if e.entry_type == "rewind" else ""
         mark = "⟲ " if e.entry_type == "rewind" else ""
-        rows.append((e.entry_id, (clock(e.timestamp), str(e.seq),
+        rows.append((e.entry_id, (when(e.timestamp, mode, now, narrow=True), str(e.seq),
                                   Text(mark + e.entry_type, style=style),
                                   clip(e.summary, 200))))
     return rows

@@ -10,6 +10,7 @@ scrolls up (or pauses it) it holds still, keeps what arrives aside and counts it
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.highlighter import Highlighter
@@ -21,13 +22,15 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Log
 
-from promptui.format import clock
+from promptui.format import TimeMode, clock, when
 from promptui.store import ActivityLine, FeedLine
 
 SEVERITY_MARK = {"critical": "✖", "warning": "▲", "info": "·"}
 CURSOR_STYLE = Style(reverse=True)
 FEED_MAX_LINES = 1000
 ACTIVITY_MAX_LINES = 1000
+DATED_WIDTH = 100  # a log at least this wide shows today's times with their date too
+RETIME_SECONDS = 5.0  # relative times ("3 min ago") are rewritten this often
 
 
 class SeverityHighlighter(Highlighter):
@@ -37,11 +40,14 @@ class SeverityHighlighter(Highlighter):
 
     def highlight(self, text: Text) -> None:
         plain = text.plain
-        style = self.STYLES.get(plain[9:10]) if len(plain) > 9 else None
-        if style is not None:
-            end = plain.find(":", 11)
-            text.stylize(style, 9, end if end > 0 else len(plain))
-        text.stylize("dim", 0, 8)
+        # The time comes first and its width depends on the time format: find the mark.
+        at = min((i for i in (plain.find(f" {m} ") for m in self.STYLES) if i >= 0),
+                 default=-1)
+        if at < 0:
+            return
+        end = plain.find(":", at + 3)
+        text.stylize(self.STYLES[plain[at + 1]], at + 1, end if end > 0 else len(plain))
+        text.stylize("dim", 0, at)
 
 
 class FollowLog(Log):
@@ -75,6 +81,53 @@ class FollowLog(Log):
         self._items: list[Any] = []  # in step with the lines shown
         self._pending: list[tuple[str, Any]] = []
         self._pending_count = 0
+        self.time_mode: TimeMode = "iso"
+        self._now = 0.0  # the room's clock at the last retime (0: not told yet)
+        self._retimed = 0.0
+        self._dated = False  # the lines carry today's date (the log is DATED_WIDTH wide)
+
+    # -- times ---------------------------------------------------------------------------------
+    def stamp(self, at: float) -> str:
+        """``at`` as this log shows times now (the room's time format; today's date is left
+        out when the log is narrower than DATED_WIDTH)."""
+        now = self._now or getattr(self.app, "clock", time.time)()  # the room's clock
+        # A log line is never in the future: an event newer than this tick's clock is "now".
+        return when(at, self.time_mode, max(now, at), narrow=self.size.width < DATED_WIDTH)
+
+    def render_item(self, item: Any) -> str | None:
+        """The line for ``item`` in the current time format; None: keep the text given."""
+        return None
+
+    def retime(self, mode: TimeMode, now: float) -> None:
+        """Follow the room's time format: rewrite every line when it changed, and relative
+        times every RETIME_SECONDS (they age)."""
+        changed = mode != self.time_mode
+        self.time_mode, self._now = mode, now
+        if not changed and not (mode == "relative" and now - self._retimed >= RETIME_SECONDS):
+            return
+        self._retimed = now
+        self.rewrite()
+
+    def rewrite(self) -> None:
+        """Draw every line again from its item (a new time format, a new width), keeping the
+        cursor on its item and a held view where it was."""
+        paired: list[tuple[str, Any]] = []
+        cursor_item = self.item_at(self.cursor)
+        for index, item in enumerate(self._items):
+            if item is not None and paired and paired[-1][1] is item:
+                continue  # a wrapped line's next row: the item is drawn whole again
+            paired.append((self.lines[index], item))
+        top = self.scroll_y
+        self.clear()
+        self._items = []
+        self._write(paired)
+        if self.cursor is not None:
+            self.cursor = next((i for i, item in enumerate(self._items) if item is cursor_item),
+                               min(self.cursor, max(0, self.line_count - 1)))
+        if self.following:
+            self._to_end()
+        else:
+            self.scroll_to(0, top, animate=False, immediate=True)
 
     # -- lines in ------------------------------------------------------------------------------
     def add_lines(self, texts: list[str], items: list[Any] | None = None) -> None:
@@ -101,6 +154,12 @@ class FollowLog(Log):
 
     def _write(self, paired: list[tuple[str, Any]]) -> None:
         # One line each: a newline inside a value must not split it from its item.
+        paired = [(self.render_item(item) or text if item is not None else text, item)
+                  for text, item in paired]  # in the time format of the moment
+        self._put(paired)
+
+    def _put(self, paired: list[tuple[str, Any]]) -> None:
+        """Write drawn lines, each with its item (a subclass may cut one into rows)."""
         self.write_lines([text.replace("\n", " ⏎ ") for text, _ in paired], scroll_end=False)
         self._items.extend(item for _, item in paired)
         extra = len(self._items) - self.line_count
@@ -217,6 +276,10 @@ class FollowLog(Log):
         self.follow()
 
     def on_resize(self) -> None:
+        dated = self.size.width >= DATED_WIDTH
+        if dated != self._dated:  # lines drawn before the log had its width (or resized)
+            self._dated = dated
+            self.rewrite()
         if self.following:
             self._to_end()
 
@@ -234,9 +297,13 @@ class AnomalyFeed(FollowLog):
         self.border_title = "Anomalies"
 
     @staticmethod
-    def render_line_text(line: FeedLine) -> str:
+    def render_line_text(line: FeedLine, stamp: str | None = None) -> str:
         mark = SEVERITY_MARK.get(line.severity, "·")
-        return f"{clock(line.at)} {mark} {line.process}: {line.text}"
+        return f"{stamp or clock(line.at)} {mark} {line.process}: {line.text}"
+
+    def render_item(self, item: Any) -> str | None:
+        return self.render_line_text(item, self.stamp(item.at)) \
+            if isinstance(item, FeedLine) else None
 
     def add(self, lines: list[FeedLine]) -> None:
         self.add_lines([self.render_line_text(line) for line in lines], list(lines))
@@ -259,9 +326,13 @@ class ActivityLog(FollowLog):
         self.border_title = "Activity"
 
     @staticmethod
-    def render_line_text(line: ActivityLine) -> str:
+    def render_line_text(line: ActivityLine, stamp: str | None = None) -> str:
         who = f"{line.process}: " if line.process else ""
-        return f"{clock(line.at)} {who}{line.text}"
+        return f"{stamp or clock(line.at)} {who}{line.text}"
+
+    def render_item(self, item: Any) -> str | None:
+        return self.render_line_text(item, self.stamp(item.at)) \
+            if isinstance(item, ActivityLine) else None
 
     def add(self, lines: list[ActivityLine]) -> None:
         self.add_lines([self.render_line_text(line) for line in lines], list(lines))

@@ -46,6 +46,9 @@ class StatusHeader(Static):
         if link:  # attached and the server went away: the view below is the last one seen
             text.append(f" ⟳ {link.split(':', 1)[0]} ", style="bold white on red")
             text.append("  ")
+        if store.unseen_alerts:  # new anomalies or waiting runs since the operator looked
+            text.append(f" ⚑ {store.unseen_alerts} new ", style="bold black on yellow")
+            text.append("  ")
         wide = self.size.width >= WIDE
         for state, mark, style in STATE_MARKS:
             n = counts.get(state, 0)

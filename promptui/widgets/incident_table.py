@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from promptui.format import age, clip, clock
+from promptui.format import TimeMode, age, clip, when
 from promptui.widgets.keyed_table import Cell, Col, KeyedTable, fill_width
 from runtime_core.control.views import IncidentView
 
@@ -29,7 +29,7 @@ def row_key(view: IncidentView) -> str:
     return f"{view.process}/{view.incident_id}"
 
 
-def incident_detail(view: IncidentView | None, now: float) -> Text:
+def incident_detail(view: IncidentView | None, now: float, mode: TimeMode = "iso") -> Text:
     if view is None:
         return Text("no incidents: a process opens one when a webhook or event with a new "
                     "fingerprint arrives ('incidents:' in its manifest)", style="dim")
@@ -38,12 +38,12 @@ def incident_detail(view: IncidentView | None, now: float) -> Text:
     text.append(view.state, style=STATE_STYLES.get(view.state, ""))
     text.append(f"  generation {view.generation} · version {view.version}", style="dim")
     text.append(f"\nfingerprint {clip(view.fingerprint, 300)}")
-    text.append(f"\nopened {clock(view.opened_at)} · last seen "
-                f"{age(now - view.last_seen)} ago · {view.occurrences} occurrence"
+    text.append(f"\nopened {when(view.opened_at, mode, now)} · last seen "
+                f"{when(view.last_seen, 'relative', now)} · {view.occurrences} occurrence"
                 f"{'' if view.occurrences == 1 else 's'} · runs "
                 f"{', '.join(r[:8] for r in view.run_ids[-4:]) or 'none'}")
     if view.closed_at is not None:
-        text.append(f"\n{view.state} {clock(view.closed_at)} by {view.resolved_by}",
+        text.append(f"\n{view.state} {when(view.closed_at, mode, now)} by {view.resolved_by}",
                     style=STATE_STYLES.get(view.state, ""))
         if view.note:
             text.append(f": {clip(view.note, 200)}")

@@ -10,10 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 Cell = Text | str
+#: Home/End (and less's g/G) move a row cursor to the first and last row; DataTable's own
+#: Home/End move along the columns, which a row cursor does not have.
+ROW_KEYS: list[BindingType] = [
+    Binding("home,g", "scroll_top", "First row", show=False, id="promptui.table.first"),
+    Binding("end,G", "scroll_bottom", "Last row", show=False, id="promptui.table.last"),
+]
 Row = tuple[str, tuple[Cell, ...]]
 
 
@@ -46,6 +53,8 @@ def _signature(cell: Cell) -> tuple[str, str, str]:
 class KeyedTable(DataTable[Cell]):
     """Rows keyed by an id: ``sync`` adds, removes and updates only what changed, keeps the
     given order and keeps the cursor on the same key."""
+
+    BINDINGS = ROW_KEYS
 
     def __init__(self, columns: Sequence[Col], **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)

@@ -1,12 +1,14 @@
-"""The pager's body: a whole value, wrapped to the width it has, drawn a row at a time (a value
-of 100,000 lines costs what is on screen), JSON coloured, search matches highlighted and the
-current one marked. It scrolls with the mouse; the keys are the pager screen's."""
+"""The pager's body: a whole value, wrapped to the width it has (or its lines cut at the edge and
+scrolled sideways: ``wrapped``), drawn a row at a time (a value of 100,000 lines costs what is
+on screen), JSON coloured, search matches highlighted and the current one marked. It scrolls
+with the mouse; the keys are the pager screen's."""
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.geometry import Size
 from textual.message import Message
@@ -57,7 +59,30 @@ class PagerView(ScrollView, can_focus=True, inherit_bindings=False):
         self._texts: dict[int, Text] = {}
         self.matches: list[Match] = []
         self.current = -1  # index into matches, -1: none chosen
+        self._query = ""
         self._by_line: dict[int, list[int]] = {}
+        self.wrapped = True  # long lines wrap; False: cut at the edge, scrolled sideways
+
+    def set_text(self, text: str) -> None:
+        """Show ``text`` instead (the same value in another time format), at the same row;
+        the search is run again on it."""
+        self.lines = display_lines(text)
+        self._texts.clear()
+        self._width = 0
+        self.rewrap()
+        if self.matches:
+            current = self.current
+            query = self._query
+            self.search(query)
+            self.current = min(current, len(self.matches) - 1)
+
+    def set_wrapped(self, wrapped: bool) -> None:
+        """Wrap long lines, or cut them at the edge (left and right scroll sideways)."""
+        self.wrapped = wrapped
+        self.styles.overflow_x = "hidden" if wrapped else "auto"
+        self._width = 0
+        self.scroll_to(x=0, animate=False, immediate=True)
+        self.rewrap()
 
     # -- layout ----------------------------------------------------------------------------
     def on_resize(self) -> None:
@@ -69,12 +94,15 @@ class PagerView(ScrollView, can_focus=True, inherit_bindings=False):
             return
         top = self.rows[self.top_row] if self.rows and self.top_row < len(self.rows) else None
         self._width = width
-        self.rows = wrap(self.lines, width)
+        self.rows = wrap(self.lines, width) if self.wrapped else \
+            [Row(index, 0, len(line)) for index, line in enumerate(self.lines)]
         self._first_row = [0] * len(self.lines)
         for index in range(len(self.rows) - 1, -1, -1):
             self._first_row[self.rows[index].line] = index
         self._row_starts = [r.line * 0x1_0000_0000 + r.start for r in self.rows]
-        self.virtual_size = Size(width, len(self.rows))
+        widest = width if self.wrapped else max(
+            (cell_len(line) for line in self.lines), default=width)
+        self.virtual_size = Size(max(width, widest), len(self.rows))
         if top is not None:  # keep the same text at the top
             self.scroll_to(y=self.row_of(top.line, top.start), animate=False, immediate=True)
         self.refresh()
@@ -104,6 +132,7 @@ class PagerView(ScrollView, can_focus=True, inherit_bindings=False):
     # -- search ----------------------------------------------------------------------------
     def search(self, query: str) -> int:
         """Mark every match of ``query``; return how many (no match is chosen yet)."""
+        self._query = query
         self.matches = find(self.lines, query)
         self.current = -1
         self._by_line = {}
@@ -131,6 +160,11 @@ class PagerView(ScrollView, can_focus=True, inherit_bindings=False):
         row = self.row_of(match.line, match.start)
         if not self.top_row <= row < self.top_row + self.page_rows:
             self.scroll_to(y=max(0, row - self.page_rows // 3), animate=False, immediate=True)
+        if not self.wrapped:  # the match in view sideways too
+            left = cell_len(self.lines[match.line][:match.start])
+            width = self.scrollable_content_region.width
+            if not self.scroll_x <= left < self.scroll_x + width:
+                self.scroll_to(x=max(0, left - width // 3), animate=False, immediate=True)
         self.refresh()
 
     # -- drawing ---------------------------------------------------------------------------
@@ -163,4 +197,5 @@ class PagerView(ScrollView, can_focus=True, inherit_bindings=False):
                 piece.stylize(self.get_component_rich_style(style), start - row.start,
                               end - row.start)
         strip = Strip(piece.render(self.app.console))
-        return strip.crop_extend(0, width, self.rich_style)
+        left = 0 if self.wrapped else int(self.scroll_x)
+        return strip.crop_extend(left, left + width, self.rich_style)

@@ -20,6 +20,7 @@ from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from promptui.format import age
 from promptui.store import ProcessFilter
+from promptui.widgets.keyed_table import ROW_KEYS
 from runtime_core.control.views import STALE_AFTER_S, ProcessSummary
 
 STATE_STYLES = {
@@ -56,9 +57,16 @@ COLUMNS = (
     Column("health", "Health", 8),
     Column("budget", "Bdgt", 5),
     Column("last", "Last", 5),
+    # Width 0 at 80 columns: on a wider terminal it takes what the others leave (_fit_name).
+    Column("outcome", "Last outcome", 0),
 )
 MIN_NAME = 16
+MIN_OUTCOME = 12  # narrower than this, the Last outcome column is left out (width 0)
 ASCENDING, DESCENDING = "▲", "▼"
+# The order shown is no longer the sort's (a live figure moved): hollow arrows, until ``o``.
+STALE_ASCENDING, STALE_DESCENDING = "△", "▽"
+TITLE = "Processes"
+STALE_TITLE = "Processes · order stale: o re-sorts"
 
 
 def header_label(column: Column, arrow: str = "") -> Text:
@@ -123,6 +131,8 @@ def cells(row: ProcessSummary, now: float) -> dict[str, Cell]:
                    health_style),
         "budget": (budget, budget_style),
         "last": last_cell(row, now),
+        "outcome": (row.last_outcome.replace("\n", " "),
+                    "red" if row.failure_streak else "dim"),
     }
 
 
@@ -148,6 +158,7 @@ SORT_VALUES: dict[str, Callable[[ProcessSummary], object]] = {
     "health": lambda r: r.health,
     "budget": lambda r: r.budget_use or 0.0,
     "last": lambda r: -(r.last_run_at or 0.0),
+    "outcome": lambda r: r.last_outcome,
 }
 
 
@@ -157,6 +168,7 @@ class ProcessTable(DataTable[Text]):
     DEFAULT_CSS = """
     ProcessTable { height: auto; max-height: 100%; }
     """
+    BINDINGS = ROW_KEYS
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, cell_padding=0,
@@ -166,7 +178,11 @@ class ProcessTable(DataTable[Text]):
         self._rows: dict[str, ProcessSummary] = {}
         self.sort_column: str | None = None
         self.sort_reverse = False
+        #: A live figure of the sort column moved since the rows were sorted: the rows stay
+        #: where they are (nothing moves under the cursor) until the operator sorts again.
+        self.order_stale = False
         self._filter = ProcessFilter()  # the same rule the live tail uses
+        self.border_title = TITLE
         for column in COLUMNS:  # here, not on mount: the pump may sync before that
             self.add_column(header_label(column), key=column.key, width=column.width)
 
@@ -182,6 +198,11 @@ class ProcessTable(DataTable[Text]):
         return str(key.value) if key.value is not None else None
 
     @property
+    def keys(self) -> list[str]:
+        """The names of the rows shown, in the table's order."""
+        return [str(row.key.value) for row in self.ordered_rows]
+
+    @property
     def filter_text(self) -> str:
         return self._filter.text
 
@@ -191,12 +212,17 @@ class ProcessTable(DataTable[Text]):
         if error:
             return error
         self._resync()
+        if self.sort_column is not None:  # the operator's own change: sorted at once
+            self._apply_sort()
         return None
 
     def cycle_sort(self, column: str | None = None) -> str:
-        """Sort by ``column`` (or the next column); the same column again reverses."""
+        """Sort by ``column`` (or the next column); the same column again reverses. On a
+        stale order (``order_stale``), no column given sorts again by the same one."""
         keys = [c.key for c in COLUMNS]
-        if column is None:
+        if column is None and self.order_stale and self.sort_column in keys:
+            column = self.sort_column  # o on a stale order: re-sort, same column, same way
+        elif column is None:
             column = keys[(keys.index(self.sort_column) + 1) % len(keys)] \
                 if self.sort_column in keys else keys[0]
             self.sort_reverse = False
@@ -211,7 +237,11 @@ class ProcessTable(DataTable[Text]):
         return f"{label} {'descending' if self.sort_reverse else 'ascending'}"
 
     def _show_sort(self) -> None:
-        arrow = DESCENDING if self.sort_reverse else ASCENDING
+        if self.order_stale:
+            arrow = STALE_DESCENDING if self.sort_reverse else STALE_ASCENDING
+        else:
+            arrow = DESCENDING if self.sort_reverse else ASCENDING
+        self.border_title = STALE_TITLE if self.order_stale else TITLE
         for column in COLUMNS:
             self.columns[ColumnKey(column.key)].label = header_label(
                 column, arrow if column.key == self.sort_column else "")
@@ -230,11 +260,14 @@ class ProcessTable(DataTable[Text]):
         longest = max((cell_len(shown_name(row)) for row in self._rows.values()),
                       default=0) + 1
         width = max(MIN_NAME, min(longest, room))
-        column = self.columns[ColumnKey("name")]
-        if column.width != width:
-            column.width, column.auto_width = width, False
-            self._require_update_dimensions = True
-            self.refresh()
+        # A wide terminal: the last run's outcome takes what is left, not empty space.
+        spare = room - width - 1
+        for key, wanted in (("name", width), ("outcome", spare if spare >= MIN_OUTCOME else 0)):
+            column = self.columns[ColumnKey(key)]
+            if column.width != wanted:
+                column.width, column.auto_width = wanted, False
+                self._require_update_dimensions = True
+                self.refresh()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
@@ -277,8 +310,9 @@ class ProcessTable(DataTable[Text]):
                 fresh = {**old, "last": last_cell(row, now)}
             else:
                 fresh = cells(row, now)
-            if self.sort_column is not None and fresh[self.sort_column] != old[
-                    self.sort_column]:
+            before = previous.get(name)
+            if self.sort_column is not None and before is not None and SORT_VALUES[
+                    self.sort_column](before) != SORT_VALUES[self.sort_column](row):
                 sort_dirty = True
             if not top <= self.get_row_index(name) <= bottom:
                 # Off screen: repainting the table for it buys nothing; catch up on scroll.
@@ -291,9 +325,14 @@ class ProcessTable(DataTable[Text]):
                 if old[column.key] != value:
                     self.update_cell(name, column.key, render_cell(column.key, value))
             self._rendered[name] = fresh
-        if sort_dirty:
+        if sort_dirty and self.sort_column is None:
             self._apply_sort()  # unsorted: back to the runtime's order (rows re-added last)
             structure_changed = True
+        elif sort_dirty and not self.order_stale:
+            # Sorted by a live column: re-sorting every tick would move rows under the
+            # cursor; the order is marked stale instead, and ``o`` sorts again.
+            self.order_stale = True
+            self._show_sort()
         if structure_changed and selected is not None:
             self.select(selected)
 
@@ -325,6 +364,9 @@ class ProcessTable(DataTable[Text]):
             return (value(row), row.name) if row is not None else ("", "")
 
         self.sort("name", key=key, reverse=self.sort_reverse)
+        if self.order_stale:
+            self.order_stale = False
+            self._show_sort()
         if selected is not None:
             self.select(selected)
 

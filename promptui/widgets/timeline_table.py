@@ -4,6 +4,7 @@ the last loaded row so the screen can read the next page."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -11,21 +12,24 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from promptui.format import clip, clock, date_time
+from promptui.format import TimeMode, clip, date_time, when
 from promptui.widgets.keyed_table import fill_width
 from runtime_core.control.views import JournalEntryView
 
 PREFETCH = 40  # rows from the end of what is loaded: fetch the next page before it shows
 REWIND_MARK = "⟲"
-COLUMNS = (("time", "Time", 8), ("seq", "Seq", 6), ("type", "Type", 18), ("run", "Run", 8),
+COLUMNS = (("time", "Time", 11), ("seq", "Seq", 6), ("type", "Type", 18), ("run", "Run", 8),
            ("summary", "Summary", 10))
 TYPE_STYLES = {"rewind": "bold magenta", "forked": "bold magenta", "run_finished": "green",
                "tool_intent": "yellow", "tool_result": "cyan", "context_update": "blue",
                "checkpoint": "dim", "dead_lettered": "red", "run_waiting": "bold red"}
 
 
-def entry_cells(entry: JournalEntryView, run_above: str | None) -> tuple[Text, ...]:
-    """One row; the run id is written on the first (newest) row of each run, a bar below it."""
+def entry_cells(entry: JournalEntryView, run_above: str | None, mode: TimeMode = "iso",
+                now: float | None = None) -> tuple[Text, ...]:
+    """One row; the run id is written on the first (newest) row of each run, a bar below it;
+    its time in ``mode`` at ``now``."""
+    now = time.time() if now is None else now
     rewind = entry.entry_type == "rewind"
     style = "bold" if rewind else ""
     kind = Text(f"{REWIND_MARK} " if rewind else "  ", style="bold magenta")
@@ -36,7 +40,8 @@ def entry_cells(entry: JournalEntryView, run_above: str | None) -> tuple[Text, .
         run = Text("  │", style="dim")
     else:
         run = Text(entry.run_id[:8], style="dim")
-    return (Text(clock(entry.timestamp), style=style), Text(str(entry.seq), style=style),
+    return (Text(when(entry.timestamp, mode, now, narrow=True), style=style),
+            Text(str(entry.seq), style=style),
             kind, run, Text(clip(entry.summary, 200), style=style))
 
 
@@ -66,6 +71,7 @@ class TimelineTable(DataTable[Text]):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
         self.entries: list[JournalEntryView] = []
+        self.time_mode: TimeMode = "iso"  # the room's; set_time_mode redraws the rows
         for key, label, width in COLUMNS:  # here, not on mount: the pump may draw before that
             self.add_column(label, key=key, width=width)
 
@@ -93,9 +99,17 @@ class TimelineTable(DataTable[Text]):
     def append(self, entries: Sequence[JournalEntryView]) -> None:
         above = self.entries[-1].run_id if self.entries else None
         for entry in entries:
-            self.add_row(*entry_cells(entry, above), key=str(entry.seq))
+            self.add_row(*entry_cells(entry, above, self.time_mode), key=str(entry.seq))
             above = entry.run_id
         self.entries.extend(entries)
+
+    def set_time_mode(self, mode: TimeMode) -> None:
+        """Show times in ``mode`` (relative: redrawn now, so their ages are fresh)."""
+        if mode == self.time_mode and mode == "iso":
+            return
+        self.time_mode = mode
+        current = self.current
+        self.replace(list(self.entries), current.seq if current else None)
 
     def prepend(self, entries: Sequence[JournalEntryView]) -> None:
         """New entries on top; the cursor stays on the entry it was on. A DataTable cannot

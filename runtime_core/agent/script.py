@@ -22,6 +22,16 @@ class ScriptedToolCall(_Strict):
         "is replaced by that value of the run's event."))
 
 
+class ResultBranch(_Strict):
+    """Where a run goes after a tool-call turn, by what the tools answered."""
+
+    contains: str = Field(min_length=1, description=(
+        "Text to look for (any case) in the results of the turn's tool calls, as the model "
+        "receives them (a reconciled write reads 'not applied: ...' or 'failed: ...')."))
+    script: str = Field(description=(
+        "The named script (under scripts) the run plays from then on, from its first turn."))
+
+
 class ScriptTurn(_Strict):
     """One model turn: a reply, tool calls, or an error; optionally after a delay.
 
@@ -39,6 +49,10 @@ class ScriptTurn(_Strict):
         "Seconds to wait before the turn; a turn with only sleep waits before the next one."))
     repeat: Annotated[int, Field(ge=1)] | Literal["forever"] = Field(default=1, description=(
         "Play the turn this many times in a row; 'forever' never moves on."))
+    on_result: list[ResultBranch] = Field(default_factory=list, description=(
+        "With tool_calls: branches checked in order once the calls have answered; the "
+        "first whose text is in a result switches the run to its script. None matching: the "
+        "script goes on with its next turn."))
 
     @model_validator(mode="after")
     def _one_action(self) -> ScriptTurn:
@@ -48,6 +62,8 @@ class ScriptTurn(_Strict):
             raise ValueError(f"a turn has one of reply, tool_calls or raise, not {names}")
         if not actions and self.sleep is None:
             raise ValueError("a turn needs reply, tool_calls, raise or sleep")
+        if self.on_result and self.tool_calls is None:
+            raise ValueError("on_result goes with tool_calls: it looks at their results")
         return self
 
 
@@ -59,6 +75,22 @@ class ScriptSelect(_Strict):
     by_trigger_type: dict[str, str] = Field(default_factory=dict, description=(
         "Trigger type -> script name. Without a match, a script named like the trigger type, "
         "else the default script (turns)."))
+
+
+class ModelPrice(_Strict):
+    """What a model's tokens cost, per million: each model call's cost is journaled with its
+    usage (``cost`` in the model_usage entry), so Pulse and the journal can add it up. Take
+    the figures from your provider's price list; promptui knows no prices of its own."""
+
+    input_per_million: Annotated[float, Field(ge=0, description=(
+        "The price of a million input (prompt) tokens, in your currency."))] = 0.0
+    output_per_million: Annotated[float, Field(ge=0, description=(
+        "The price of a million output (completion) tokens, in your currency."))] = 0.0
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        """The cost of one call's tokens."""
+        return (input_tokens * self.input_per_million
+                + output_tokens * self.output_per_million) / 1_000_000
 
 
 class ScriptedModelSpec(_Strict):
@@ -73,11 +105,23 @@ class ScriptedModelSpec(_Strict):
         "Named scripts, picked per run by select."))
     select: ScriptSelect = Field(default_factory=ScriptSelect, description=(
         "How a run picks one of scripts."))
+    price: ModelPrice | None = Field(default=None, description=(
+        "What its tokens cost, per million (for a demo: the scripted model's token counts "
+        "are estimates); each call's cost is journaled."))
 
     @model_validator(mode="after")
     def _check_scripts(self) -> ScriptedModelSpec:
         if not self.turns and not self.scripts:
             raise ValueError("a scripted model needs 'turns' or 'scripts'")
+        known = sorted(self.scripts) or ["(none)"]
+        for where, turns in [("turns", self.turns), *((f"scripts.{k}", v)
+                                                      for k, v in self.scripts.items())]:
+            for index, turn in enumerate(turns):
+                for branch in turn.on_result:
+                    if branch.script not in self.scripts:
+                        raise ValueError(
+                            f"{where}[{index}].on_result names script {branch.script!r}, "
+                            f"which is not in scripts: {', '.join(known)}")
         for trigger_type, name in self.select.by_trigger_type.items():
             if name not in self.scripts:
                 known = sorted(self.scripts) or ["(none)"]
@@ -116,6 +160,9 @@ class RemoteModelSpec(_Strict):
     # send the images tools return to the model (false: a model without vision)
     images: bool = Field(default=True, description=(
         "Send the images tools return to the model; false for a model without vision."))
+    price: ModelPrice | None = Field(default=None, description=(
+        "What its tokens cost, per million, from your provider's price list; each call's "
+        "cost is journaled with its usage."))
 
     @model_validator(mode="after")
     def _url_shape(self) -> RemoteModelSpec:

@@ -84,6 +84,20 @@ def _substitute(value: Any, request: ModelRequest) -> Any:
     return value
 
 
+def _turn_results(messages: list[dict[str, Any]], turns: int) -> list[str]:
+    """The tool results of each of the run's ``turns`` earlier model calls, oldest first:
+    each one that called tools left an assistant message, then the tools' answers."""
+    groups: list[list[str]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant" and message.get("tool_calls"):
+            groups.append([])
+        elif role == "tool" and groups:
+            groups[-1].append(str(message.get("content") or ""))
+    texts = ["\n".join(group) for group in groups[-turns:]] if turns else []
+    return [""] * (turns - len(texts)) + texts
+
+
 class ScriptedModel:
     """Plays the turns of a :class:`ScriptedModelSpec`."""
 
@@ -117,9 +131,23 @@ class ScriptedModel:
             f"scripts: {', '.join(sorted(self._scripts))}"
         )
 
+    def _place(self, request: ModelRequest) -> tuple[_CompiledScript, int]:
+        """The script and the index in it of the turn to play: the run's script, or the one
+        an ``on_result`` branch of an earlier turn switched to (found again from the
+        messages each time: the model keeps no state)."""
+        script, start = self.choose_script(request.event), 0
+        results = _turn_results(request.messages, request.turn)
+        for index in range(request.turn):
+            turn, _ = script.turn_at(index - start)
+            said = results[index].lower()
+            branch = next((b for b in turn.on_result if b.contains.lower() in said), None)
+            if branch is not None:
+                script, start = self._scripts[branch.script], index + 1
+        return script, request.turn - start
+
     async def complete(self, request: ModelRequest) -> ModelTurn:
-        script = self.choose_script(request.event)
-        turn, delay = script.turn_at(request.turn)
+        script, index = self._place(request)
+        turn, delay = script.turn_at(index)
         if delay > 0:
             await asyncio.sleep(delay)
         if turn.raise_ is not None:

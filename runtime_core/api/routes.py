@@ -42,7 +42,6 @@ JsonObject = Annotated[dict[str, Any], AfterValidator(storable.checked), Body()]
 
 
 class Strict(StrictModel):
-
     @model_validator(mode="after")
     def _storable(self) -> Strict:
         storable.checked(self.model_dump())
@@ -206,9 +205,9 @@ async def process_detail(request: Request, name: str) -> ProcessDetail:
     return await control_of(request).process_detail(name)
 
 
-async def _command(request: Request, name: str, action: str) -> Done:
+async def _command(request: Request, name: str, action: str, **options: Any) -> Done:
     control = control_of(request)
-    await getattr(control, action)(name)
+    await getattr(control, action)(name, **options)
     return Done(name=name, state=(await control.process_status(name))["state"])
 
 
@@ -230,9 +229,7 @@ async def stop(request: Request, name: str,
                    "ready to redeliver (the spec's stop)")] = "keep",
                ) -> Done:
     """Stop a process; the queued events are kept for its next start by default."""
-    control = control_of(request)
-    await control.stop(name, drain_timeout, queued)
-    return Done(name=name, state=(await control.process_status(name))["state"])
+    return await _command(request, name, "stop", drain_timeout=drain_timeout, queued=queued)
 
 
 @router.post("/processes/{name}/restart", response_model=Done, responses=errors(*COMMAND))
@@ -248,9 +245,11 @@ async def suspend(request: Request, name: str) -> Done:
 
 
 @router.post("/processes/{name}/resume", response_model=Done, responses=errors(*COMMAND))
-async def resume(request: Request, name: str) -> Done:
+async def resume(request: Request, name: str, watch_again: Annotated[bool, Query(description=(
+        "First the health monitor forgets its anomalies and cooldowns (the spec's "
+        "clear_anomalies()): an anomaly that recurs pauses it again at once"))] = False) -> Done:
     """Resume a suspended process: the queued events run in their order."""
-    return await _command(request, name, "resume")
+    return await _command(request, name, "resume", watch_again=watch_again)
 
 
 class InjectAnswer(BaseModel):

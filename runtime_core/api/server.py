@@ -29,6 +29,7 @@ from runtime_core.api.event_log import EventLog
 from runtime_core.api.guard import DEFAULT_MAX_BODY, Guard, is_loopback
 from runtime_core.api.metrics import Metrics
 from runtime_core.api.metrics_route import router as metrics_router
+from runtime_core.api.pulse_routes import router as pulse_router
 from runtime_core.api.reference_routes import router as reference_router
 from runtime_core.api.routes import router
 from runtime_core.control.local import LocalControl
@@ -96,6 +97,7 @@ def create_app(control: LocalControl, *, token: str, read_only: bool = False,
     errors.install(app)
     app.include_router(router)
     app.include_router(reference_router)  # the reference runtime's paths for the same calls
+    app.include_router(pulse_router)
     # /metrics: counted from the notifier from now on (an app driven without its lifespan,
     # as tests do over ASGI, counts too), read at scrape time from the runtime
     app.state.metrics = Metrics(control.runtime, cluster)

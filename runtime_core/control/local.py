@@ -24,6 +24,8 @@ from runtime_core.control.plane import (
     QueuedOnStop,
     ReadOnlyError,
 )
+from runtime_core.control.pulse import BUCKET_SECONDS, WINDOW_SECONDS, PulseView
+from runtime_core.control.pulse_reads import read_pulse
 from runtime_core.control.views import (
     DeadLetterView,
     IncidentView,
@@ -175,12 +177,17 @@ class LocalControl:
                                "can be suspended")
         await process.suspend("operator")
 
-    async def resume(self, name: str) -> None:
+    async def resume(self, name: str, *, watch_again: bool = False) -> None:
         self._mutating("resume")
         process = self._process(name)
         if process.state.value != "suspended":
             raise ControlError(f"{name} is {process.state.value}; only a suspended process "
                                "can be resumed")
+        if watch_again:  # the spec's clear_anomalies(), then resume(): cooldowns forgotten
+            if process.health_anomalies() is None:
+                raise ControlError(f"{name} has no health monitor to watch again; resume it "
+                                   "without watch_again", "INVALID_REQUEST")
+            process.clear_health_anomalies()
         await process.resume("operator")
 
     async def inject(self, name: str, payload: dict[str, Any],
@@ -224,6 +231,10 @@ class LocalControl:
             await self._process(name).reconcile(run_id, outcome, result=result, note=note)
         except (KeyError, ValueError) as exc:
             raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+        except JournalError as exc:  # the run still waits: the answer can be given again
+            raise ControlError(f"the answer was not journaled, so nothing changed: {exc}; "
+                               "answer again once the journal writes", "JOURNAL_UNAVAILABLE"
+                               ) from None
 
     async def answer_evidence(self, name: str, run_id: str, action: str, *,
                               evidence: Any = None, note: str = "") -> None:
@@ -272,6 +283,18 @@ class LocalControl:
 
     async def dead_letter(self, name: str, event_id: str) -> dict[str, Any]:
         return await reads.dead_letter(self._process(name), event_id)
+
+    async def pulse(self, name: str | None = None, *, window: int = WINDOW_SECONDS,
+                    bucket: int = BUCKET_SECONDS) -> list[PulseView]:
+        names = [name] if name is not None else list(self.runtime.processes)
+        found = []
+        for each in names:
+            journal = self._process(each).journal
+            if journal is not None:
+                with contextlib.suppress(JournalError):  # a closed journal: nothing to read
+                    found.append(await read_pulse(journal, each, self.runtime.clock.time(),
+                                                    window, bucket))
+        return found
 
     async def rewind_plan(self, name: str, entry_id: str, mode: str = "both") -> RewindPlan:
         process = self._process(name)  # outside the try: its ControlError is a RuntimeError

@@ -11,11 +11,13 @@ from runtime_core.control import local_views as views
 from runtime_core.control import redaction
 from runtime_core.control.plane import ControlError
 from runtime_core.control.views import JournalEntryView, step_of
+from runtime_core.delivery.dead_letters import history_of
 from runtime_core.journal.provider import JournalError, ReadFilter
 from runtime_core.journal.rewind import UnknownEntry, parse_entry_id
 from runtime_core.journal.summary import summarize
 from runtime_core.lifecycle import ProcessState
 from runtime_core.process.process import AgentProcess
+from runtime_core.triggers.base import TriggerEvent
 
 MAX_SEQ = 2**63 - 1  # journal sequence numbers are SQLite (64-bit) integers
 DEAD_LETTER_PAGE = 500
@@ -79,7 +81,8 @@ async def dead_letter(process: AgentProcess, event_id: str) -> dict[str, Any]:
             whole: dict[str, Any] = views.redact_any({
                 "event": event.to_dict(), "reason": letter["reason"],
                 "error": letter["error"], "attempts": letter["attempts"],
-                "dead_lettered_at": letter["dead_lettered_at"]}, redact)
+                "dead_lettered_at": letter["dead_lettered_at"],
+                "history": history_of(event)}, redact)
             return whole
     journal, offset = process.journal, 0
     while journal is not None and process.state is not ProcessState.CREATED:
@@ -93,7 +96,8 @@ async def dead_letter(process: AgentProcess, event_id: str) -> dict[str, Any]:
                 kept: dict[str, Any] = views.redact_any({
                     "event": stored.event, "reason": stored.reason, "error": stored.error,
                     "attempts": stored.attempts,
-                    "dead_lettered_at": iso(stored.dead_lettered_at)}, redact)
+                    "dead_lettered_at": iso(stored.dead_lettered_at),
+                    "history": history_of(TriggerEvent.from_dict(stored.event))}, redact)
                 return kept
         if len(page) < DEAD_LETTER_PAGE:
             break

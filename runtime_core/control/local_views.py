@@ -20,8 +20,10 @@ from runtime_core.control.views import (
     RunView,
     StepView,
     WaitingRunView,
+    attempt_views,
     preview,
 )
+from runtime_core.delivery.dead_letters import history_of
 from runtime_core.incidents.book import Incident, value_text
 from runtime_core.process.process import AgentProcess
 from runtime_core.runs.run import Run, StepRecord
@@ -102,6 +104,9 @@ def summary(process: AgentProcess) -> ProcessSummary:
         pending_retries=status.pending_retries, health=health,
         budget_use=_budget_use(status.budget, limits),
         mission_state=status.mission_state or "",
+        suspended_by=(status.suspension or {}).get("by", ""),
+        suspended_since=(status.suspension or {}).get("since"),
+        suspension_kept=bool((status.suspension or {}).get("kept_across_restarts")),
         last_run_at=last.finished_at if last is not None else None,
         last_outcome=preview(redactor(process)(outcome)),
         journal_fault=status.journal_fault or "", draining=status.draining is not None,
@@ -138,7 +143,8 @@ def dead_letter_view(event: TriggerEvent, reason: str, error: str, attempts: int
                      redact: Redact) -> DeadLetterView:
     # Redacted, then cut to a preview (a cut inside a secret would leave it unrecognised).
     return DeadLetterView(event.event_id, event.trigger_type, reason, redact(error), attempts,
-                          at, preview(redact_any(event.payload, redact)))
+                          at, preview(redact_any(event.payload, redact)),
+                          attempt_views(history_of(event), redact))
 
 
 def detail(process: AgentProcess) -> ProcessDetail:

@@ -13,7 +13,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runtime_core.control.views import DeadLetterView, JournalEntryView, preview, step_of
+from runtime_core.control.views import (
+    DeadLetterView,
+    JournalEntryView,
+    attempt_views,
+    preview,
+    step_of,
+)
+from runtime_core.delivery.dead_letters import history_of
 from runtime_core.incidents import Incident, fold_entries, value_text
 from runtime_core.journal.config import journal_file
 from runtime_core.journal.entry import EntryType, JournalEntry
@@ -37,6 +44,7 @@ from runtime_core.journal.sqlite.left_behind import found_beside
 from runtime_core.journal.sqlite.lock import JournalLocked, read_holder
 from runtime_core.journal.sqlite.salvage import SalvageReport, report_lines
 from runtime_core.journal.summary import summarize
+from runtime_core.triggers.base import TriggerEvent
 
 __all__ = ["ENTRY_TYPES", "ImportReport", "Incident", "JournalEntry", "JournalError",
            "JournalLocked", "NotAReferenceJournal", "NothingToImport", "ProcessImport",
@@ -134,7 +142,9 @@ def dead_letters(path: Path, process: str) -> list[DeadLetterView]:
     return [DeadLetterView(
         str(d.event.get("event_id", "")), str(d.event.get("trigger_type", "")), d.reason,
         d.error, d.attempts, datetime.fromtimestamp(d.dead_lettered_at, UTC).isoformat(),
-        preview(d.event.get("payload", {}))) for d in read_dead_letters(path, process)]
+        preview(d.event.get("payload", {})),
+        attempt_views(history_of(TriggerEvent.from_dict(d.event))))
+        for d in read_dead_letters(path, process)]
 
 
 def incidents(path: Path, process: str | None = None) -> list[tuple[str, Incident]]:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from runtime_core.control.pulse import BUCKET_SECONDS, WINDOW_SECONDS, PulseView
 from runtime_core.control.views import (
     DeadLetterView,
     IncidentView,
@@ -97,9 +98,16 @@ class ControlPlane(Protocol):
 
     async def restart(self, name: str) -> None: ...
 
-    async def suspend(self, name: str) -> None: ...
+    async def suspend(self, name: str) -> None:
+        """Suspend a running process (by the operator: a restart keeps it suspended)."""
+        ...
 
-    async def resume(self, name: str) -> None: ...
+    async def resume(self, name: str, *, watch_again: bool = False) -> None:
+        """Resume a suspended process. ``watch_again``: its health monitor forgets its
+        anomalies and cooldowns first (the spec's ``clear_anomalies()``), so an anomaly that
+        recurs pauses it again at once; without it the monitor keeps its memory, and an
+        anomaly it reported is not reported again within its cooldown."""
+        ...
 
     async def inject(self, name: str, payload: dict[str, Any],
                      trigger_type: str = "manual", *,
@@ -207,6 +215,12 @@ class ControlPlane(Protocol):
     async def dead_letter(self, name: str, event_id: str) -> dict[str, Any]:
         """One dead letter whole: the ``event`` (payload, metadata), ``reason``, ``error``,
         ``attempts``, ``dead_lettered_at``; secrets redacted."""
+        ...
+
+    async def pulse(self, name: str | None = None, *, window: int = WINDOW_SECONDS,
+                    bucket: int = BUCKET_SECONDS) -> list[PulseView]:
+        """Every process's (or ``name``'s) last ``window`` seconds by ``bucket``, read from
+        its journal: runs, failures, p50/p95 run time, tokens and recorded cost."""
         ...
 
     async def health_anomalies(self, name: str) -> list[dict[str, Any]] | None:

@@ -24,6 +24,7 @@ from runtime_core.control.plane import (
     QueuedOnStop,
     ReadOnlyError,
 )
+from runtime_core.control.pulse import BUCKET_SECONDS, WINDOW_SECONDS, PulseView
 from runtime_core.control.sse import frames
 from runtime_core.control.views import (
     DeadLetterView,
@@ -282,6 +283,11 @@ class RemoteControl:
         return load_list(IncidentView, await self._call("GET", "/incidents",
                                                         params={"process": process}))
 
+    async def pulse(self, name: str | None = None, *, window: int = WINDOW_SECONDS,
+                    bucket: int = BUCKET_SECONDS) -> list[PulseView]:
+        return load_list(PulseView, await self._call(
+            "GET", "/pulse", params={"process": name, "window": window, "bucket": bucket}))
+
     async def cluster_nodes(self) -> list[Any]:
         """The cluster's nodes (a node of ``promptui serve --cluster``); a server that is not
         one answers NOT_A_CLUSTER."""
@@ -339,8 +345,10 @@ class RemoteControl:
     async def suspend(self, name: str) -> None:
         await self._command("suspend", name, "suspend")
 
-    async def resume(self, name: str) -> None:
-        await self._command("resume", name, "resume")
+    async def resume(self, name: str, *, watch_again: bool = False) -> None:
+        self._mutating("resume")
+        await self._call("POST", _path("processes", name, "resume"),
+                         params={"watch_again": "true"} if watch_again else None)
 
     async def inject(self, name: str, payload: dict[str, Any],
                      trigger_type: str = "manual", *,

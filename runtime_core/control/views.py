@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_core.journal.entry import EntryType
 from runtime_core.journal.rewind_plan import (
     ContextChange,
     OutsideEffect,
@@ -16,12 +17,16 @@ from runtime_core.journal.rewind_plan import (
     RewindResult,
 )
 
-__all__ = ["ContextChange", "DeadLetterView", "IncidentView", "JournalEntryView",
-           "OutsideEffect", "ProcessDetail", "ProcessSummary", "QueuedEventView", "RewindMode",
-           "RewindPlan", "RewindResult", "RunView", "StepView", "WaitingRunView", "figures_note",
-           "preview"]
+__all__ = ["ENTRY_TYPES", "AttemptView", "ContextChange", "DeadLetterView", "IncidentView",
+           "JournalEntryView", "OutsideEffect", "ProcessDetail", "ProcessSummary",
+           "QueuedEventView", "RewindMode", "RewindPlan", "RewindResult", "RunView", "StepView",
+           "WaitingRunView", "figures_note", "preview"]
 
 PREVIEW_CHARS = 200
+#: Every type the runtime journals, in EntryType's order (its lifecycle order): what a
+#: journal entry's ``entry_type`` may be (the timeline's type filter offers these).
+ENTRY_TYPES: tuple[str, ...] = tuple(value for key, value in vars(EntryType).items()
+                                     if key.isupper() and isinstance(value, str))
 #: A process row lists at most this many of its waiting runs (``waiting_runs`` counts all).
 WAITING_LISTED = 100
 #: Figures another node published longer ago than this are marked as old in the views (its
@@ -75,6 +80,11 @@ class ProcessSummary:
     as_of_age_s: float | None = None
     #: False when no node published figures for it yet: its counts are zeros standing in.
     figures_known: bool = True
+    #: While suspended: who suspended it (health, budget, operator, idle, rewind, manual)
+    #: and since when (epoch seconds); ``suspension_kept``: a restart keeps it.
+    suspended_by: str = ""
+    suspended_since: float | None = None
+    suspension_kept: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +129,21 @@ class QueuedEventView:
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptView:
+    """One line of a dead letter's history: an attempt that failed (``outcome`` "failed,
+    retried"), or the letter's dead-lettering (its reason), with the error and when (ISO)."""
+
+    attempt: int
+    at: str
+    outcome: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetterView:
+    """A dead letter; ``history``: every attempt of its event and every time it was
+    dead-lettered, newest first, across redeliveries and restarts."""
+
     event_id: str
     trigger_type: str
     reason: str
@@ -127,6 +151,7 @@ class DeadLetterView:
     attempts: int
     dead_lettered_at: str  # ISO time
     payload_preview: str
+    history: tuple[AttemptView, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +214,14 @@ def figures_note(row: ProcessSummary) -> str:
     shown = f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}m" \
         if seconds < 7200 else f"{seconds / 3600:.0f}h"
     return f"as of {shown} ago"
+
+
+def attempt_views(history: list[dict[str, Any]], redact: Any = str) -> tuple[AttemptView, ...]:
+    """A dead letter's history (delivery/dead_letters.py: history_of) as views; ``redact``
+    hides secrets in the errors."""
+    return tuple(AttemptView(int(h.get("attempt") or 0), str(h.get("at") or ""),
+                             str(h.get("outcome") or ""), redact(str(h.get("error") or "")))
+                 for h in history)
 
 
 def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:

@@ -36,13 +36,47 @@ class DeadLetterReason:
     JOURNAL_UNAVAILABLE = "journal unavailable"  # degraded: it cannot be written for now
 
 
+#: The event's metadata key that holds its history: every failed attempt and every time it
+#: was dead-lettered, newest first. It travels with the event (the journal's dead letter and
+#: pending rows keep the event whole), so it survives restarts and redeliveries.
+HISTORY_KEY = "attempt_history"
+HISTORY_LIMIT = 50  # the newest ones; a letter redelivered forever does not grow without end
+
+
+def add_history(event: TriggerEvent, attempt: int, outcome: str, error: str, at: str) -> None:
+    """Note on ``event`` what became of an attempt: ``outcome`` (a dead-letter reason, or
+    "failed, retried"), the ``error`` (may be empty), ``at`` (ISO time), newest first."""
+    kept = event.metadata.get(HISTORY_KEY)
+    history = [h for h in kept if isinstance(h, dict)] if isinstance(kept, list) else []
+    history.insert(0, {"attempt": attempt, "at": at, "outcome": outcome, "error": error[:1000]})
+    event.metadata[HISTORY_KEY] = history[:HISTORY_LIMIT]
+
+
+def history_of(event: TriggerEvent) -> list[dict[str, Any]]:
+    """The event's history (see HISTORY_KEY), newest first; [] when it has none."""
+    kept = event.metadata.get(HISTORY_KEY)
+    return [h for h in kept if isinstance(h, dict)] if isinstance(kept, list) else []
+
+
+def last_error(event: TriggerEvent) -> str:
+    """The error of its latest attempt that had one, or ""."""
+    return next((str(h.get("error")) for h in history_of(event) if h.get("error")), "")
+
+
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
+    """An event that did not run, and why; ``history`` lists its attempts, newest first."""
+
     event: TriggerEvent
     reason: str
     error: str
     attempts: int
     dead_lettered_at: str
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """Every failed attempt and dead-lettering of its event, newest first."""
+        return history_of(self.event)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -51,7 +85,7 @@ class DeadLetter:
             "error": self.error,
             "attempts": self.attempts,
             "dead_lettered_at": self.dead_lettered_at,
-        }
+        }  # the spec's keys; the history rides in event.metadata[HISTORY_KEY]
 
 
 class AwaitingCommit:

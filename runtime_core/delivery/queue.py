@@ -21,7 +21,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from runtime_core.clock import Clock
-from runtime_core.delivery.dead_letters import AwaitingCommit, DeadLetter, DeadLetterReason
+from runtime_core.delivery.dead_letters import (
+    AwaitingCommit,
+    DeadLetter,
+    DeadLetterReason,
+    add_history,
+    last_error,
+)
 from runtime_core.events import EventDeadLettered, EventNotifier, QueueDepth
 from runtime_core.journal.provider import JournalError
 from runtime_core.triggers.base import TriggerEvent
@@ -167,8 +173,8 @@ class Delivery:
     def offer(self, event: TriggerEvent) -> bool:
         """Queue ``event`` now; a full queue dead-letters it ("queue full") and returns False."""
         if not self.try_reserve():
-            self.dead_letter(event, DeadLetterReason.QUEUE_FULL, "", self._attempts.get(
-                event.event_id, 0))
+            self.dead_letter(event, DeadLetterReason.QUEUE_FULL, last_error(event),
+                             self._attempts.get(event.event_id, 0))
             return False
         self.commit(event)
         return True
@@ -214,7 +220,8 @@ class Delivery:
                 if held is not None and reason is None:
                     self.put_back(held)  # it keeps its place for the next start
                 elif held is not None and reason is not None:
-                    self.dead_letter(held, reason, "", self._attempts.get(held.event_id, 0))
+                    self.dead_letter(held, reason, last_error(held),
+                                     self._attempts.get(held.event_id, 0))
                 raise
             finally:
                 self._running.pop(index, None)
@@ -273,7 +280,9 @@ class Delivery:
         the journal says (an accepted one is queued again by the next start or owner). Without
         a journal it is reported at once."""
         self._attempts.pop(event.event_id, None)
-        letter = DeadLetter(event, reason, error, attempts, datetime.now(UTC).isoformat())
+        at = datetime.now(UTC).isoformat()
+        add_history(event, attempts, reason, error, at)  # before the journal keeps the event
+        letter = DeadLetter(event, reason, error, attempts, at)
         recorder = self.recorder
         if recorder is None:
             self._publish(letter)
@@ -306,11 +315,13 @@ class Delivery:
 
     def schedule_retry(self, event: TriggerEvent, delay: float,
                        can_accept: Callable[[], str | None],
-                       keeping: Callable[[], bool] = lambda: False) -> None:
+                       keeping: Callable[[], bool] = lambda: False, error: str = "") -> None:
         """Put ``event`` back on the queue after ``delay``. ``can_accept`` returns a dead-letter
         reason when the process cannot take it any more; while ``keeping()`` (a host's stop
         that keeps the queue is draining) the retry goes back on the queue instead, behind the
-        closed gate, and is kept with it."""
+        closed gate, and is kept with it. ``error``: why the attempt failed (its history)."""
+        add_history(event, self._attempts.get(event.event_id, 0), "failed, retried", error,
+                    datetime.now(UTC).isoformat())
 
         async def requeue() -> None:
             await self.clock.sleep(delay)
@@ -320,7 +331,8 @@ class Delivery:
                 self.put_back(event, first=False)  # it had its place: kept, room or not
                 return
             if refusal is not None:
-                self.dead_letter(event, refusal, "", self._attempts.get(event.event_id, 0))
+                self.dead_letter(event, refusal, last_error(event),
+                                 self._attempts.get(event.event_id, 0))
                 return
             self.offer(event)  # a full queue dead-letters it (journaled, redeliverable)
 
@@ -328,25 +340,31 @@ class Delivery:
         self._retries[event.event_id] = (event, task)
         self._depth_changed()
 
-    def dead_letter_all(self, reason: str, *, include_queue: bool = True) -> int:
+    def dead_letter_all(self, reason: str, *, include_queue: bool = True, why: str = "") -> int:
         """Dead-letter what has not started running: pending retries, events held by suspended
-        workers, then (unless ``include_queue`` is False) the queue in arrival order."""
+        workers, then (unless ``include_queue`` is False) the queue in arrival order. Each
+        letter's error is its own last attempt's, else ``why`` (what failed the process)."""
         count = 0
+
+        def letter(event: TriggerEvent) -> None:
+            self.dead_letter(event, reason, last_error(event) or why,
+                             self._attempts.get(event.event_id, 0))
+
         for event, task in list(self._retries.values()):
             task.cancel()
-            self.dead_letter(event, reason, "", self._attempts.get(event.event_id, 0))
+            letter(event)
             count += 1
         self._retries.clear()
         for index, event in sorted(self._held.items()):
             del self._held[index]
-            self.dead_letter(event, reason, "", self._attempts.get(event.event_id, 0))
+            letter(event)
             count += 1
         while include_queue:
             try:
                 event = self._queue.get_nowait()
             except asyncio.QueueEmpty:
                 break
-            self.dead_letter(event, reason, "", self._attempts.get(event.event_id, 0))
+            letter(event)
             count += 1
         self._freed()
         return count

@@ -59,6 +59,9 @@ class ProcessRecorder:
 
     #: Set by a process with scoped secrets: every entry is redacted before it is written.
     redact: Callable[[Any], Any] | None = None
+    #: Set by a process whose model has a price: (input tokens, output tokens) -> the cost
+    #: each model call's entry records.
+    price: Callable[[int, int], float] | None = None
     #: Set by a shutdown for a service restart: nothing more is written, so the journal reads
     #: as a crash at a safe point and the next start takes back what was pending. A durable
     #: append (a tool's intent) then fails: a run still going must not act on a step that is
@@ -208,6 +211,9 @@ class ProcessRecorder:
             "tool_calls": [{"name": c.name, "args": c.args, "call_id": c.call_id}
                            for c in turn.tool_calls],
         }
+        if self.price is not None:
+            data["cost"] = round(self.price(turn.usage.input_tokens,
+                                            turn.usage.output_tokens), 8)
         if self.full or turn.tool_calls:
             data["reply"] = (turn.reply or "")[:REPLY_LIMIT]
         if self.full and prompt is not None:  # the audit level keeps what the model was shown

@@ -42,6 +42,41 @@ if TYPE_CHECKING:
 
 S = ProcessState
 RECENT_RUNS = 100
+#: The suspensions a restart keeps (who suspended it): the others (idle, a rewind, the spec's
+#: ``suspend()`` with its default "manual") end with the process object, as the spec has it.
+KEPT_SUSPENSIONS = ("health", "budget", "operator")
+
+
+@dataclass(frozen=True, slots=True)
+class SuspensionRecord:
+    """Why a process is suspended (``by``: health, budget, operator, idle, rewind, manual),
+    with what ``reason`` and ``since`` when (epoch seconds). One ``kept`` (by health, budget
+    or an operator) is journaled in every checkpoint (one is written when it begins and when
+    it ends) and taken back by the next start."""
+
+    by: str
+    reason: str
+    since: float
+
+    @property
+    def kept(self) -> bool:
+        """A restart keeps it."""
+        return self.by in KEPT_SUSPENSIONS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"by": self.by, "reason": self.reason, "since": self.since,
+                "kept_across_restarts": self.kept}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SuspensionRecord | None:
+        """The record a checkpoint kept, or None (none kept, or not one of ours)."""
+        if not isinstance(data, dict) or data.get("by") not in KEPT_SUSPENSIONS:
+            return None
+        try:
+            return cls(str(data["by"]), str(data.get("reason") or data["by"]),
+                       float(data["since"]))
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 class ProcessHost(Protocol):
@@ -52,6 +87,11 @@ class ProcessHost(Protocol):
                     base_dir: str | Path | None = None, process_id: str | None = None) -> Any: ...
 
     async def remove_process(self, name: str) -> None: ...
+
+    @property
+    def processes(self) -> dict[str, Any]:
+        """The processes by name."""
+        ...
 
 
 class Hooks:
@@ -207,6 +247,7 @@ class ProcessCore:
     restart_count: int = 0  # restarts since the last success: the supervisor
     rebuild_count: int = 0  # instruction updates: open mode
     suspend_reason: str | None = None
+    suspension: SuspensionRecord | None = None  # while suspended (a kept one: stopped too)
     started_at: float | None = None
     last_activity: float = 0.0
     refusing_all: bool = False  # shutting down for a service restart

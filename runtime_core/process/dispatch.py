@@ -178,7 +178,8 @@ class Dispatch:
             delay = min(delivery.retry_backoff_max,
                         delivery.retry_backoff * 2 ** (run.attempt - 1))
             core.delivery.schedule_retry(run.event, delay, core.refusal,
-                                         lambda: core.keeping_queue)
+                                         lambda: core.keeping_queue,
+                                         error=f"{run.reason}: {run.error}")
             return
         error = f"{run.reason}: {run.error}"
         core.delivery.dead_letter(run.event, DeadLetterReason.RETRIES_EXHAUSTED, error,

@@ -8,6 +8,7 @@ import asyncio
 import logging
 from typing import Any
 
+from runtime_core.agent.script import ModelPrice
 from runtime_core.delivery.dead_letters import DeadLetterReason
 from runtime_core.events import (
     ContextUpdated,
@@ -15,6 +16,7 @@ from runtime_core.events import (
     ProcessRecovered,
     ProcessStateChanged,
 )
+from runtime_core.journal.entry import EntryType
 from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import open_for_writing
 from runtime_core.journal.recorder import ProcessRecorder
@@ -22,7 +24,7 @@ from runtime_core.journal.retention import retain
 from runtime_core.journal.sqlite.schema import DamagedJournal
 from runtime_core.lifecycle import ProcessState as S
 from runtime_core.lifecycle import ProcessTransition
-from runtime_core.process.core import ProcessCore
+from runtime_core.process.core import ProcessCore, SuspensionRecord
 from runtime_core.runs.recovery import RecoveredRun, Recovery, recover_process
 from runtime_core.runs.run import Run, RunState
 
@@ -114,6 +116,9 @@ class ProcessJournal:
         recorder = core.recorder = ProcessRecorder(journal, core.name, core.process_id, level)
         if core.secrets is not None:  # every entry is redacted before it is written
             recorder.redact = core.secrets.redact_any
+        price = getattr(core.config.model, "price", None)  # a model spec's (agent/script.py)
+        if isinstance(price, ModelPrice):
+            recorder.price = price.cost
         core.delivery.recorder = recorder
         recover = bool(cfg.recover_on_start)
         if recover:
@@ -136,6 +141,7 @@ class ProcessJournal:
         core.conversation.set_messages(recovery.conversation)
         core.invocation_count = recovery.invocation_count
         saved = recovery.checkpoint or {}
+        core.suspension = SuspensionRecord.from_dict(saved.get("suspension"))
         for part in core.parts:  # the mission, the budget counters, the health history
             kept = saved.get(part.key)
             if isinstance(kept, dict) and part.restore(kept):
@@ -198,11 +204,25 @@ class ProcessJournal:
             "consecutive_failures": core.consecutive_failures,
             "restart_count": core.restart_count,
         }
+        if core.suspension is not None and core.suspension.kept:  # kept by a restart
+            state["suspension"] = core.suspension.as_dict()
         for part in core.parts:
             kept = part.snapshot()
             if kept is not None:
                 state[part.key] = kept
         return state
+
+    async def suspension_changed(self) -> None:
+        """A kept suspension began or ended: a checkpoint says so, durable before this
+        returns (a journal that cannot be written is logged: the suspension itself stands)."""
+        if self.core.recorder is None:
+            return
+        self.checkpoint_soon()
+        try:
+            await self.flush()
+        except Exception as exc:
+            log.error("process %s: the suspension's checkpoint is not durable (%s): a restart "
+                      "may not keep it", self.core.name, exc)
 
     def checkpoint_after_run(self) -> None:
         """A checkpoint every ``checkpoint_every`` runs, or once the entries since the last one
@@ -233,6 +253,13 @@ class ProcessJournal:
         self.checkpoint_soon()
         if durable:
             await self.flush()
+
+    async def seal(self, kept: int) -> None:
+        """A SHUTDOWN entry (``kept`` events pending), after which nothing is journaled."""
+        recorder = self.core.recorder
+        if recorder is not None and not recorder.sealed:
+            await recorder.append(EntryType.SHUTDOWN, {"pending": kept})
+            recorder.sealed = True
 
     async def flush(self) -> None:
         """Return once everything submitted so far is on disk."""

@@ -123,8 +123,8 @@ class AgentProcess(AlreadyDone):
         self._operator = Operator(core, self._journal)
         self.takeover = Takeover(core)  # a scale-out node's side of a change of owner
         self._rewinder = ProcessRewinder(core, self._journal, suspension=supervisor,
-                                         fork_model=model,
-                                         fork_tools=self._assembly.python_tools)
+                                         fork_model=model, fork_tools=self._assembly.python_tools)
+        self.lineage = self._rewinder  # a host's start takes this one's forks back (adopt_forks)
 
     # -- read-only views ---------------------------------------------------------------------
     @property

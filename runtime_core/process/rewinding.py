@@ -5,6 +5,7 @@ It sees the process through its shared state and the Suspension port (the superv
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from runtime_core.context import Message
 from runtime_core.events import ContextUpdated
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.provider import JournalProvider
+from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.rewind import RewindEngine, restored_state, rewind_entry_data
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResult
 from runtime_core.lifecycle import ProcessState as S
@@ -23,6 +24,8 @@ from runtime_core.triggers.base import AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 from runtime_core.triggers.registry import trigger_id_for
 from runtime_core.triggers.webhook.trigger import WebhookTrigger
+
+log = logging.getLogger(__name__)
 
 
 def _as_is(value: Any) -> Any:
@@ -133,7 +136,8 @@ class ProcessRewinder:
             await child_journal.append(JournalEntry(new_name, EntryType.FORKED, {
                 "from_process": core.name, "from_process_id": core.process_id,
                 "from_entry_id": target.entry_id, "context_state": context,
-                "conversation": conversation}, process_id=child.process_id))
+                "conversation": conversation, "with_triggers": with_triggers},
+                process_id=child.process_id))
             await child_journal.checkpoint(new_name, {"context_state": context,
                                                       "lifecycle_state": "stopped"},
                                            process_id=child.process_id)
@@ -141,6 +145,31 @@ class ProcessRewinder:
             await core.host.remove_process(new_name)  # no half-made fork in the runtime
             raise
         return child
+
+
+    async def adopt_forks(self) -> list[Any]:
+        """The forks of this process that its journal holds and the runtime lacks (a host's
+        restart forgot them): added again as fork() made them, with the same name and id,
+        not started; their journals hold their state. Returns them."""
+        core, journal = self.core, self.core.journal
+        if core.host is None or journal is None or core.recorder is None:
+            return []
+        known, adopted = set(core.host.processes), []
+        for name in await journal.processes():
+            if name in known:
+                continue
+            first = await journal.read(ReadFilter(process=name, limit=1))
+            if not first or first[0].entry_type != EntryType.FORKED \
+                    or first[0].data.get("from_process") != core.name:
+                continue
+            config = core.config.model_copy(deep=True)
+            if not first[0].data.get("with_triggers"):  # as fork() made it
+                config = config.model_copy(update={"triggers": []})
+            adopted.append(core.host.add_process(
+                name, config, tools=self._fork_tools, base_dir=core.base_dir,
+                model=self._fork_model, process_id=first[0].process_id or None))
+            log.info("process %s: its fork %s is back from the journal", core.name, name)
+        return adopted
 
 
 class ForkConflict(ValueError):

@@ -14,7 +14,7 @@ from runtime_core.process.core import PartStatus, ProcessCore, TriggerStatus
 
 _OPTIONAL = ("servers", "recovered", "budget", "active_secrets", "inbox", "memory",
              "mission_state", "open_incidents", "health_anomalies", "health", "journal_fault",
-             "journal_left_behind", "draining")
+             "journal_left_behind", "draining", "suspension")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,9 @@ class ProcessStatus:
     #: each, where it lies and what it held.
     journal_left_behind: list[str] | None = None
     draining: dict[str, Any] | None = None  # a stop letting runs finish: runs left, deadline
+    #: While suspended: by whom (health, budget, operator, idle...), why, since (epoch s),
+    #: and whether a restart keeps it.
+    suspension: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -121,4 +124,6 @@ def build_status(core: ProcessCore, *, triggers: tuple[TriggerStatus, ...], trig
         open_incidents=extra.open_incidents, health_anomalies=extra.health_anomalies,
         health=extra.health, journal_fault=core.journal_fault,
         journal_left_behind=[kept.describe() for kept in getattr(
-            core.journal, "left_behind", None) or ()] or None, draining=core.draining)
+            core.journal, "left_behind", None) or ()] or None, draining=core.draining,
+        suspension=core.suspension.as_dict() if core.suspension is not None
+        and core.state is S.SUSPENDED else None)

@@ -21,11 +21,10 @@ from runtime_core.events import (
     RestartExhausted,
 )
 from runtime_core.governance.hooks import HookEvent
-from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import JournalError
 from runtime_core.lifecycle import ProcessState, StateError, config_field
 from runtime_core.process.assembly import Assembly
-from runtime_core.process.core import ProcessCore
+from runtime_core.process.core import ProcessCore, SuspensionRecord
 from runtime_core.process.journaling import ProcessJournal
 from runtime_core.process.parts.actions import Escalations
 from runtime_core.process.ports import EventRunner
@@ -63,9 +62,8 @@ class Supervisor:
         self._background: set[asyncio.Task[Any]] = set()
         self._restart_task: asyncio.Task[None] | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
-        # Set: a drain under way, or about to begin (a second signal can beat the first's
-        # stop to it), ends now. Cleared when a start or a stop is over.
-        self._drain_cut = asyncio.Event()
+        self._drain_cut = asyncio.Event()  # set: a drain (under way or about to be) ends now
+        self._started = False  # this object started once: a start after a stop is an operator's
 
     def attach(self, assembly: Assembly, triggers: TriggerSet, runner: EventRunner) -> None:
         """Hand in what the process starts and stops: once, before the first start."""
@@ -128,7 +126,7 @@ class Supervisor:
         if core.delivery.current_task_is_worker() and self.lock.locked():
             return  # a run stopping its own process while a restart holds the lock
         async with self.lock:
-            if self._already_down():
+            if self.core.state in (S.STOPPED, S.CREATED):  # another task stopped it meanwhile
                 return
             self._stopping = True
             core.keeping_queue = keep_queue
@@ -153,9 +151,11 @@ class Supervisor:
                 if keep_queue:
                     self.journal.take_back_next = True
                     if shutdown:
-                        await self._seal(kept)
+                        await self.journal.seal(kept)
                 core.started_at = None
                 core.suspend_reason = None
+                if core.suspension is not None and not core.suspension.kept:
+                    core.suspension = None  # idle, a rewind, the spec's "manual": not kept
                 for part in core.parts:
                     part.stopped()
             finally:
@@ -203,10 +203,6 @@ class Supervisor:
         """End a drain now (a second signal): the teardown cancels what still runs."""
         self._drain_cut.set()
 
-    def _already_down(self) -> bool:
-        # Re-read after waiting for the lock: another task may have stopped the process.
-        return self.core.state in (S.STOPPED, S.CREATED)
-
     async def close(self, drain_timeout: float | None = 0.0) -> None:
         """stop(), then release what lives as long as the process object."""
         core = self.core
@@ -242,29 +238,31 @@ class Supervisor:
             core.keeping_queue = False
         return counts
 
-    async def _seal(self, kept: int) -> None:
-        recorder = self.core.recorder
-        if recorder is not None and not recorder.sealed:
-            await recorder.append(EntryType.SHUTDOWN, {"pending": kept})
-            recorder.sealed = True
-
     async def suspend(self, reason: str) -> None:
+        """One by health, budget or an operator is journaled and kept by the next start."""
         core = self.core
         if core.state is not S.RUNNING:
             raise StateError(core.state, S.SUSPENDED, f"suspend() on process {core.name!r}")
         core.delivery.close()
         core.suspend_reason = reason
         core.lifecycle.transition(S.SUSPENDED, reason=f"suspended: {reason}")
+        core.suspension = SuspensionRecord(reason, reason, core.clock.time())
+        if core.suspension.kept:
+            await self.journal.suspension_changed()
 
     async def resume(self, reason: str) -> None:
+        """The end of a kept suspension is journaled: a restart does not bring it back."""
         core = self.core
         if core.state is not S.SUSPENDED:
             raise StateError(core.state, S.RUNNING, f"resume() on process {core.name!r}")
         core.suspend_reason = None
+        kept, core.suspension = core.suspension, None
         core.touch()
         core.lifecycle.transition(S.RUNNING, reason=f"resumed: {reason}")
         core.delivery.open()
         self._restart_heartbeat()  # the idle clock counts from the resume
+        if kept is not None and kept.kept:
+            await self.journal.suspension_changed()
 
     async def wake(self, why: str) -> None:
         """Resume a process suspended for being idle (an event arrived, a redelivery)."""
@@ -315,7 +313,17 @@ class Supervisor:
         core.delivery.start_workers(core.config.concurrency, self.runner.handle_event)
         self._restart_heartbeat()
         core.lifecycle.transition(S.RUNNING, reason="started")
-        core.delivery.open()
+        kept = core.suspension if core.suspension is not None and core.suspension.kept else None
+        if kept is not None and self._started and not restart:  # a start newer than the pause
+            kept = core.suspension = None
+            await self.journal.suspension_changed()
+        self._started = True
+        if kept is None:
+            core.suspension = None
+            core.delivery.open()
+        else:  # health, budget or an operator suspended it: a restart does not undo that
+            core.suspend_reason = kept.reason
+            core.lifecycle.transition(S.SUSPENDED, reason=f"suspended: {kept.reason} (kept)")
         await core.hooks.dispatch(HookEvent.SESSION_START, {"restart": restart})
         core.notifier.emit(ProcessStarted(process=core.name, process_id=core.process_id,
                                           restart=restart))
@@ -395,7 +403,8 @@ class Supervisor:
             self._heartbeat_task.cancel()
             self._heartbeat_task = None
         core.lifecycle.transition(S.FAILED, reason=reason, metadata={"error": error})
-        core.delivery.dead_letter_all(DeadLetterReason.PROCESS_FAILED)
+        core.delivery.dead_letter_all(DeadLetterReason.PROCESS_FAILED,
+                                      why=f"not run: the process failed ({reason}: {error})")
         core.notifier.emit(ProcessFailed(process=core.name, process_id=core.process_id,
                                          reason=reason, error=error[:500]))
         if self.assembly.toolbox is not None:  # a failed process keeps no servers running

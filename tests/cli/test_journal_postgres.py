@@ -109,7 +109,7 @@ def assert_hidden(done: subprocess.CompletedProcess[str]) -> None:
 def test_logs_export_and_verify_read_a_postgres_journal(journal_dsn: str) -> None:
     shown = promptui("logs", "alpha", "-n", "3", "--journal", journal_dsn)
     assert shown.returncode == 0, shown.stderr
-    assert [line.split()[2] for line in shown.stdout.splitlines()] == [
+    assert [line.split()[3] for line in shown.stdout.splitlines()] == [  # seq date time type
         "checkpoint", "event_accepted", "dead_lettered"]
     typed = promptui("logs", "beta", "--type", "run_finished", "--json", "--cluster", "env",
                      env={"PROMPTUI_DSN": journal_dsn})

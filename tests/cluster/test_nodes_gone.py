@@ -127,7 +127,7 @@ def test_a_dead_node_goes_gone_is_forgotten_and_pruned(cluster: Cluster,
                 10 * (TTL + GRACE), "n2 gone")
     assert gone["heartbeat_age_s"] > TTL + GRACE and not gone["live"] and \
         gone["processes"] == {}
-    code, out, _ = nodes_cli(survivor, tmp_path)
+    code, out, _ = nodes_cli(survivor, tmp_path, "--time", "relative")
     assert code == 0 and "gone" in out and "promptui nodes forget" in out and " ago" in out
     code, out, err = nodes_cli(survivor, tmp_path, "forget", "n2")
     assert code == 0 and "node n2 forgotten" in out, err

@@ -58,7 +58,7 @@ async def test_incidents_json_lists_what_the_journal_holds(tmp_path: Path) -> No
 async def test_incidents_table_and_errors(tmp_path: Path) -> None:
     db = tmp_path / "j.db"
     await write_journal(db)
-    table = run_promptui("incidents", "-j", str(db))
+    table = run_promptui("incidents", "-j", str(db), "--wide")  # the tests pin COLUMNS=80
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert "fingerprint" in lines[0] and "occ" in lines[0]

@@ -98,6 +98,9 @@ def test_every_route_answers_with_a_valid_token(served: Served) -> None:
     assert [e["seq"] for e in ok(call("GET", journal, path=p, params={
         "before_seq": seqs[0], "limit": 2}))] == seqs[1:3]
     assert ok(call("GET", journal, path=p, params={"at_or_before": 1.0})) == []
+    pulse = ok(call("GET", "/api/v1/pulse", params={"process": "worker"}))
+    assert [view["process"] for view in pulse] == ["worker"] and sum(pulse[0]["runs"]) >= 1
+    assert len(ok(call("GET", "/api/v1/pulse"))) == 3  # every process
     assert ok(call("GET", journal, path=p, params={"text": "no-such-text-anywhere"})) == []
     target = starts[0]["entry_id"]
     run_entries = ok(call("GET", journal, path=p, params={"run_id": starts[0]["run_id"]}))
@@ -427,9 +430,14 @@ def test_sigterm_keeps_queued_events_for_the_next_start(tmp_path: Path) -> None:
     assert not (tmp_path / ".promptui" / "serve.json").exists()
 
     # The next start takes them back by itself, in order, and runs each exactly once: a
-    # SIGTERM is a restart of the service, not an operator's stop (which dead-letters).
+    # SIGTERM is a restart of the service, not an operator's stop (which dead-letters). The
+    # operator's suspension is kept by the restart: they run once it is resumed.
     again = start_serve(tmp_path, *args, log_name="serve2.log")
     client = again.client()
+    kept = ok(client.get("/processes/parked/detail"))
+    assert kept["summary"]["state"] == "suspended", kept["summary"]
+    assert [q["event_id"] for q in kept["queued"]] == injected
+    assert ok(client.post("/processes/parked/resume"))["state"] == "running"
 
     def succeeded() -> list[str]:
         return [r["event_id"] for r in ok(client.get("/processes/parked/runs",

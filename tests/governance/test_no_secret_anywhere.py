@@ -65,7 +65,7 @@ VIEW_COMMANDS = {"rewind", "resolve_incident", "reopen_incident", "update_health
 READS = {"name", "read_only", "link", "subscribe", "list_processes", "process_detail", "runs",
          "dead_letters", "dead_letter", "triggers", "waiting_detail", "journal_entries",
          "journal_entry", "rewind_plan", "incidents", "runtime_info", "process_status",
-         "health_anomalies", "manifest_text"}
+         "health_anomalies", "manifest_text", "pulse"}
 
 
 def protocol_members() -> set[str]:
@@ -137,6 +137,7 @@ async def test_no_read_of_the_control_plane_shows_the_secret(
                                                          "cancel"))
         seen.check("rewind(conversation_only)", await control.rewind(
             "vault", driven.first_run_start, "conversation_only"))
+        seen.check("pulse", await control.pulse())  # numbers only: it must stay so
         with pytest.raises(ControlError):  # an unknown id answers without echoing anything
             await control.journal_entry("vault", "vault:999999")
         seen.check("events (subscribe)", [e.to_dict() for e in stream.drain()])

@@ -23,7 +23,9 @@ from runtime_core.control import (
     ReadOnlyError,
     RunView,
     StepView,
+    WaitingRunView,
 )
+from runtime_core.control.pulse import PulseBuckets, PulseView
 from runtime_core.events import (
     BudgetExceeded,
     EventDeadLettered,
@@ -41,6 +43,21 @@ from runtime_core.journal.rewind_plan import (
     RewindPlan,
     RewindResult,
 )
+
+
+def scene_pulse(process: str, seed: int) -> PulseView:
+    """An hour by the minute for ``process``: runs in waves, a failure now and then, run times
+    and tokens that follow the runs (no cost recorded, like the scripted demo models)."""
+    buckets = PulseBuckets(process)
+    for minute in range(60):
+        at = NOW - (59 - minute) * 60
+        runs = (minute * (seed + 3) + seed * 7) % 9
+        for n in range(runs):
+            state = "failed" if (minute + n + seed) % 11 == 0 else "succeeded"
+            buckets.run(at, state, 120.0 + ((minute * 37 + n * 53 + seed * 11) % 900))
+        buckets.usage(at, runs * (40 + seed * 9))
+    return buckets.view(NOW)
+
 
 NO_USER_THEMES = Path("/nonexistent/promptui-user-themes")
 NOW = 1_780_000_000.0  # 2026-05-28 20:26:40 UTC
@@ -69,7 +86,9 @@ PROCESSES = [
     summary("looper", "suspended", suspend_reason="health", invocations=0, failure_streak=9,
             dead_letters=11, health="2 anomalies", last_run_at=NOW - 65),
     summary("payments-sync", "running", active_runs=0, waiting_runs=1, invocations=9,
-            last_run_at=NOW - 3600 * 3),
+            last_run_at=NOW - 3600 * 3, waiting=(WaitingRunView(
+                "f00dfeed0001", "e7", "unknown_write_outcome",
+                "charge_card (f00dfeed0001:3)", NOW - 3600 * 3 + 20),)),
     summary("report-builder", "failed", failure_streak=3, restarts=5, dead_letters=2,
             last_run_at=NOW - 86400 * 2),
     summary("archiver", "stopped", invocations=1024, last_run_at=NOW - 86400 * 9),
@@ -313,8 +332,8 @@ class SceneControl:
     async def suspend(self, name: str) -> None:
         self._call("suspend", name)
 
-    async def resume(self, name: str) -> None:
-        self._call("resume", name)
+    async def resume(self, name: str, *, watch_again: bool = False) -> None:
+        self._call("resume", name, *(("watch_again",) if watch_again else ()))
 
     async def inject(self, name: str, payload: dict[str, Any],
                      trigger_type: str = "manual") -> str:
@@ -423,6 +442,12 @@ class SceneControl:
         view = self._incident("reopen", incident_id, generation, version)
         return replace(view, state="open", generation=generation + 1, version=version + 1,
                        occurrences=0, closed_at=None, resolved_by="", note=note)
+
+    async def pulse(self, name: str | None = None, *, window: int = 3600,
+                    bucket: int = 60) -> list[PulseView]:
+        """A seeded hour per process (the same numbers every run)."""
+        return [scene_pulse(row.name, index) for index, row in enumerate(PROCESSES)
+                if name in (None, row.name)]
 
     async def start_all(self) -> None:
         pass

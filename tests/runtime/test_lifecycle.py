@@ -674,7 +674,8 @@ async def test_stop_dead_letters_an_event_waiting_for_a_retry(make_process: Make
     await wait_for(lambda: process.status()["pending_retries"] == 1, what="a pending retry")
     await process.stop()
     assert process.status()["pending_retries"] == 0
-    assert letters(process) == [(retried.event_id, "process stopped", "")]
+    # Its error is the one its attempt failed with (issue 36), not an empty one.
+    assert letters(process) == [(retried.event_id, "process stopped", "model: ModelError: boom")]
     assert process.dead_letters[0]["attempts"] == 1
     clock.advance(60.0)
     await settle()
