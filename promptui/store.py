@@ -229,6 +229,9 @@ class UIStore:
         #: Each process's last hour by the minute (the pulse screen), live from the events and
         #: seeded from the journal when the pulse screen opens.
         self.pulse: dict[str, PulseBuckets] = {}
+        #: Every process together, folded as the events come (combining 200 processes' hours
+        #: every second would cost the event loop what the pulse screen is for).
+        self.pulse_all = PulseBuckets("all")
         #: New anomalies and waiting runs since the operator last looked (``seen_alerts``);
         #: ``alerts_rung`` counts every one ever seen (the app rings the bell on news).
         self.unseen_alerts = 0
@@ -311,12 +314,15 @@ class UIStore:
         self._window.append((max(elapsed, 1e-6), len(events)))
         seconds = sum(t for t, _ in self._window)
         self.events_per_second = sum(n for _, n in self._window) / seconds if seconds else 0.0
+        queued = 0
         for name in self.processes:
             rate = per_process.get(name, 0) / max(elapsed, 1e-6)
             self.rate_history.setdefault(name, deque(maxlen=HISTORY_POINTS)).append(rate)
             depth = self.processes[name].queue_depth
+            queued += depth
             if depth or name in self.pulse:  # the pulse's queue series: each minute's deepest
                 self.pulse_of(name).queue(now, depth)
+        self.pulse_all.queue(now, queued)
         return feed, activity
 
     def _progress(self, event: RuntimeEvent) -> None:
@@ -340,10 +346,11 @@ class UIStore:
         """A run's end (its run time) or a model step's tokens, into its process's minute."""
         buckets = self.pulse_of(event.process)
         get = event.__getattribute__
-        if event.kind == "run.finished":
-            buckets.run(event.timestamp, str(get("state")), float(get("duration_ms")))
-        elif get("step_kind") == "model":
-            buckets.usage(event.timestamp, int(get("input_tokens")) + int(get("output_tokens")))
+        for into in (buckets, self.pulse_all):
+            if event.kind == "run.finished":
+                into.run(event.timestamp, str(get("state")), float(get("duration_ms")))
+            elif get("step_kind") == "model":
+                into.usage(event.timestamp, int(get("input_tokens")) + int(get("output_tokens")))
 
     def pulse_of(self, process: str) -> PulseBuckets:
         buckets = self.pulse.get(process)

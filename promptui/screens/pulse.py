@@ -13,7 +13,7 @@ from textual.widgets import Footer, ListItem, ListView, Static
 from promptui.actions import PULSE_ACTIONS, bindings
 from promptui.screens.base import LiveScreen, OpenProcess
 from promptui.store import ActivityLine, FeedLine, UIStore
-from promptui.widgets.charts import ALL, ChartHeader, PulseRow, series_of
+from promptui.widgets.charts import ALL, WIDE_COLUMNS, ChartHeader, PulseRow, series_of
 from runtime_core.control.plane import ControlError
 from runtime_core.control.pulse import PulseBuckets
 
@@ -24,8 +24,6 @@ class PulseScreen(LiveScreen):
     CSS_PATH = "pulse.tcss"
     ACTIONS = PULSE_ACTIONS
     BINDINGS = bindings(PULSE_ACTIONS)
-    # Every series from 120 columns; the essentials below (pulse.tcss hides .wide-only).
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
     def __init__(self) -> None:
         super().__init__()
@@ -42,6 +40,10 @@ class PulseScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.rows.focus()
+        self.watch(self.rows, "scroll_y", self._scrolled, init=False)
+
+    def on_resize(self) -> None:
+        self._scrolled()  # every series from 120 columns, the essentials below
         self.run_worker(self._read_journal(), group="pulse-read", exclusive=True)
 
     @property
@@ -66,6 +68,8 @@ class PulseScreen(LiveScreen):
         else:
             for view in views:
                 store.pulse_of(view.process).seed(view)
+            store.pulse_all = PulseBuckets.combined(  # once: then folded live by the store
+                ALL, [store.pulse_of(view.process) for view in views])
         self.loaded = True
         if self.is_attached:
             self.draw(store, self.room.clock())
@@ -77,15 +81,27 @@ class PulseScreen(LiveScreen):
         self.draw(store, now)
 
     def draw(self, store: UIStore, now: float) -> None:
-        """One row for all processes, then one per process in name order."""
+        """One row for all processes, then one per process in name order. Only the rows in
+        sight are drawn (a row is one line): 200 processes are 1,400 charts, and redrawing
+        those out of sight every second starved the event loop (bench/tui_load.py --screen
+        pulse); a row scrolled into sight is drawn then."""
         self._drawn_at = now
         names = sorted(store.processes)
         parts = [store.pulse_of(name) for name in names]
         self._sync_rows([ALL, *names])
-        every = PulseBuckets.combined(ALL, parts)
-        for name, buckets in ((ALL, every), *zip(names, parts, strict=True)):
-            self._rows[name].show(series_of(buckets, now), buckets.cost_recorded)
+        every = store.pulse_all
+        top = round(self.rows.scroll_offset.y)
+        bottom = top + (self.rows.size.height or len(names) + 1)  # not laid out yet: all
+        wide = self.size.width >= WIDE_COLUMNS
+        self.query_one(ChartHeader).show(wide)
+        for index, (name, buckets) in enumerate(((ALL, every), *zip(names, parts, strict=True))):
+            if top - 1 <= index <= bottom:
+                self._rows[name].show(series_of(buckets, now), buckets.cost_recorded, wide)
         self._draw_title(len(names), every.cost_recorded)
+
+    def _scrolled(self) -> None:
+        if self._drawn_at is not None:  # rows come into sight: draw them now
+            self.draw(self.room.store, self.room.clock())
 
     def _sync_rows(self, names: list[str]) -> None:
         for gone in [n for n in self._rows if n not in names]:

@@ -1,5 +1,5 @@
-"""The pulse screen's charts: one row per process (and one for all of them), a Textual
-``Sparkline`` per series with its last minute's value beside it. At 80 columns a row shows the
+"""The pulse screen's charts: one row per process (and one for all of them), Textual's
+sparkline per series with its last minute's value beside it. At 80 columns a row shows the
 essentials (runs/min, failures, p95 run time, queue); from 120 columns every series."""
 
 from __future__ import annotations
@@ -8,9 +8,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import fmean
 
-from textual.app import ComposeResult
-from textual.containers import Horizontal
-from textual.widgets import Label, Sparkline
+from rich.color import Color
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.renderables.sparkline import Sparkline as SparklineChart
+from textual.widgets import Static
 
 from promptui.format import clip
 from runtime_core.control.pulse import PulseBuckets
@@ -69,53 +72,69 @@ def series_of(buckets: PulseBuckets, now: float) -> dict[str, list[float]]:
             "tokens": [float(v) for v in view.tokens], "cost": view.cost}
 
 
-class ChartHeader(Horizontal):
+WIDE_COLUMNS = 120  # from this width every series shows; below, the essentials
+NAME_WIDTH, SPARK_WIDTH, VALUE_WIDTH = 13, 8, 7  # 13 + 7 x 15 = 118: 120 columns
+
+
+def shown_series(wide: bool) -> tuple[Series, ...]:
+    """The series a row shows at this width."""
+    return SERIES if wide else tuple(series for series in SERIES if series.essential)
+
+
+def _grid(wide: bool) -> Table:
+    grid = Table.grid()
+    grid.add_column(width=NAME_WIDTH, no_wrap=True)
+    for _ in shown_series(wide):
+        grid.add_column(width=SPARK_WIDTH, no_wrap=True)
+        grid.add_column(width=VALUE_WIDTH, no_wrap=True)
+    return grid
+
+
+class ChartHeader(Static):
     """The column titles over the rows."""
 
-    def compose(self) -> ComposeResult:
-        yield Label("process", classes="pulse-name")
-        for series in SERIES:
-            yield Label(series.title, classes="pulse-title" +
-                        ("" if series.essential else " wide-only"))
+    def show(self, wide: bool) -> None:
+        """The titles of the series shown at this width."""
+        grid = _grid(wide)
+        cells: list[RenderableType] = [Text("process")]
+        for series in shown_series(wide):
+            cells += [Text(series.title), Text("")]
+        grid.add_row(*cells)
+        self.update(grid)
 
 
-class PulseRow(Horizontal):
-    """One process's (or all processes') charts."""
+class PulseRow(Static):
+    """One process's (or all processes') charts, drawn as one widget: a sparkline renderable
+    (Textual's own) and the last value per series. One widget a row, not fifteen: 200
+    processes' rows are 200 widgets to style and lay out, not 3,000."""
 
     def __init__(self, process: str) -> None:
-        super().__init__(classes="pulse-row")
+        super().__init__("", classes="pulse-row")
         self.process = process
-        self._shown: dict[str, list[float]] = {}
-        self._waiting: tuple[dict[str, list[float]], bool] | None = None  # before mounting
+        self._shown: tuple[object, ...] | None = None
 
-    def compose(self) -> ComposeResult:
-        title = "all processes" if self.process == ALL else clip(self.process, 14)
-        yield Label(title, classes="pulse-name")
-        for series in SERIES:
-            extra = "" if series.essential else " wide-only"
-            yield Sparkline([], classes="pulse-spark" + extra, id=f"spark-{series.key}",
-                            summary_function=mean)
-            yield Label("", classes="pulse-value" + extra, id=f"value-{series.key}")
-
-    def on_mount(self) -> None:
-        self.call_after_refresh(self._draw_waiting)  # once the charts inside are mounted
-
-    def _draw_waiting(self) -> None:
-        if self._waiting is not None:
-            self.show(*self._waiting)
-
-    def show(self, data: dict[str, list[float]], cost_recorded: bool) -> None:
-        """Redraw the series that changed since the last time."""
-        if not self.is_mounted or not self.children:  # appended this tick: drawn on mount
-            self._waiting = (data, cost_recorded)
+    def show(self, data: dict[str, list[float]], cost_recorded: bool, wide: bool) -> None:
+        """Redraw when a series (or the width) changed since the last time."""
+        key = (wide, cost_recorded, *(tuple(data[s.key]) for s in SERIES))
+        if key == self._shown:
             return
-        self._waiting = None
-        for series in SERIES:
+        self._shown = key
+        low, high = _colours(self)
+        title = "(all)" if self.process == ALL else clip(self.process, NAME_WIDTH - 1)
+        grid = _grid(wide)
+        cells: list[RenderableType] = [Text(title)]
+        for series in shown_series(wide):
             points = data[series.key]
-            if self._shown.get(series.key) == points:
-                continue
-            self._shown[series.key] = points
-            self.query_one(f"#spark-{series.key}", Sparkline).data = points
             last = points[-1] if points else 0.0
-            text = series.shown(last) if series.key != "cost" or cost_recorded else "n/a"
-            self.query_one(f"#value-{series.key}", Label).update(text)
+            value = series.shown(last) if series.key != "cost" or cost_recorded else "n/a"
+            cells += [SparklineChart(points, width=SPARK_WIDTH, min_color=low, max_color=high,
+                                     summary_function=mean), Text(" " + value)]
+        grid.add_row(*cells)
+        self.update(grid)
+
+
+def _colours(widget: Static) -> tuple[Color, Color]:
+    """The theme's quiet and loud colours for a chart's low and high values."""
+    theme = widget.app.current_theme
+    return (Color.parse(theme.success or theme.primary),
+            Color.parse(theme.error or theme.accent or theme.primary))

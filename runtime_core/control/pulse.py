@@ -6,6 +6,7 @@ so the figures read after a restart or an attach and the ones folded live cannot
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field
 
 #: The window and the bucket a pulse read covers unless asked otherwise: an hour by the minute.
@@ -43,14 +44,37 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[rank - 1]
 
 
+#: Run times a minute keeps to estimate its p50/p95: a uniform sample of them once there are
+#: more (reservoir sampling), so a busy minute (thousands of runs) costs what a quiet one does.
+SAMPLES = 256
+_SAMPLING = random.Random(36)  # a sample, not a secret: reproducible
+
+
 @dataclass(slots=True)
 class _Minute:
     runs: int = 0
     failures: int = 0
-    durations: list[float] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)  # at most SAMPLES of them
+    timed: int = 0  # run times offered, sampled or not
     tokens: int = 0
     cost: float = 0.0
     queue: int = 0  # the deepest queue seen in the minute (live only: not in the journal)
+    quantiles: tuple[float, float] | None = None  # (p50, p95), until a run time arrives
+
+    def add_duration(self, duration_ms: float) -> None:
+        self.timed += 1
+        self.quantiles = None
+        if len(self.durations) < SAMPLES:
+            self.durations.append(duration_ms)
+            return
+        slot = _SAMPLING.randrange(self.timed)  # each of the run times kept as likely
+        if slot < SAMPLES:
+            self.durations[slot] = duration_ms
+
+    def p50_p95(self) -> tuple[float, float]:
+        if self.quantiles is None:
+            self.quantiles = (percentile(self.durations, 0.5), percentile(self.durations, 0.95))
+        return self.quantiles
 
 
 class PulseBuckets:
@@ -83,12 +107,12 @@ class PulseBuckets:
         minute.failures += (count if state in FAILED_STATES else 0) if failures is None \
             else failures
         if duration_ms is not None and duration_ms > 0:
-            minute.durations.append(duration_ms)
+            minute.add_duration(duration_ms)
 
     def duration(self, ts: float, duration_ms: float) -> None:
         """A run time alone (the journal gives counts and run times in separate reads)."""
         if duration_ms > 0:
-            self._at(ts).durations.append(duration_ms)
+            self._at(ts).add_duration(duration_ms)
 
     def usage(self, ts: float, tokens: int, cost: float | None = None) -> None:
         """Model usage at ``ts``: tokens in and out, and its cost when it recorded one."""
@@ -123,11 +147,11 @@ class PulseBuckets:
         keys = range(last - count + 1, last + 1)
         empty = _Minute()
         minutes = [self._minutes.get(k, empty) for k in keys]
+        quantiles = [m.p50_p95() for m in minutes]
         return PulseView(
             self.process, float(keys[0] * self.bucket), self.bucket,
             [m.runs for m in minutes], [m.failures for m in minutes],
-            [percentile(m.durations, 0.5) for m in minutes],
-            [percentile(m.durations, 0.95) for m in minutes],
+            [q[0] for q in quantiles], [q[1] for q in quantiles],
             [m.tokens for m in minutes], [round(m.cost, 6) for m in minutes],
             self.cost_recorded)
 
@@ -143,7 +167,8 @@ class PulseBuckets:
                 into = total._minutes.setdefault(key, _Minute())
                 into.runs += minute.runs
                 into.failures += minute.failures
-                into.durations.extend(minute.durations)
+                for duration in minute.durations:  # a sample of the samples past SAMPLES
+                    into.add_duration(duration)
                 into.tokens += minute.tokens
                 into.cost += minute.cost
                 into.queue += minute.queue
@@ -166,4 +191,5 @@ class PulseBuckets:
             minute.runs, minute.failures = runs, view.failures[index]
             minute.tokens, minute.cost = view.tokens[index], view.cost[index]
             minute.durations = [d for d in (view.p50_ms[index], view.p95_ms[index]) if d > 0]
+            minute.timed, minute.quantiles = len(minute.durations), None
         return self
