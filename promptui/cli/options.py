@@ -156,10 +156,16 @@ def print_table(table: Table, *, wide: bool = False) -> None:
 
 def _last_column_gives_way(table: Table) -> None:
     """A table too wide for the terminal cuts its last column (a summary, a payload, a
-    fingerprint) rather than every column a little: "proce…  incide…  g…" says nothing."""
-    for column in table.columns[:-1]:
-        cells = [str(column.header), *(str(cell) for cell in column.cells)]
-        column.min_width = max((Text.from_markup(c).cell_len for c in cells), default=1)
+    fingerprint) rather than every column a little: "proce…  incide…  g…" says nothing. When
+    even the others do not fit, rich's own squeeze and wrap stay (nothing is cropped away)."""
+    widths = [max((Text.from_markup(c).cell_len for c in
+                   [str(column.header), *(str(cell) for cell in column.cells)]), default=1)
+              for column in table.columns[:-1]]
+    gaps = (table.padding[1] + table.padding[3]) * (len(table.columns) - 1 + table.pad_edge)
+    if sum(widths) + gaps + 3 > out.width:  # 3: room for a last column to start
+        return
+    for column, width in zip(table.columns[:-1], widths, strict=True):
+        column.min_width = width
 
 
 def _no_terminal() -> bool:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,8 @@ from promptui.cli.options import (
     print_table,
     server_for,
     stamp,
+    wrapped,
 )
-from promptui.format import iso_short
 
 if TYPE_CHECKING:
     from runtime_core.control.remote import RemoteControl
@@ -236,6 +237,8 @@ def dead_letters(
                                "redelivered after)."),
     yes: bool = YES_OPTION,
     as_json: bool = json_option("Print a JSON list."),
+    time_format: str = TIME_OPTION,
+    wide: bool = WIDE_OPTION,
     url: str | None = URL_OPTION,
     token: str | None = TOKEN_OPTION,
     journal: Path = JOURNAL_OPTION,
@@ -263,7 +266,7 @@ def dead_letters(
             raise fail(str(exc)) from None
         _print_letters(name, letters, as_json, f"from the journal (no server running): "
                        f"{journal}", "Redelivering needs the runtime: 'promptui serve', then "
-                       f"promptui dead-letters {name} --all.")
+                       f"promptui dead-letters {name} --all.", Shown(time_format, wide))
         return
     if (clear or every) and not yes:  # bulk: say how many, ask (--yes: straight on)
         letters = on_server(target, lambda control: _all_letters(control, name))
@@ -287,7 +290,8 @@ def dead_letters(
         letters = on_server(target, lambda control: _all_letters(control, name))
         _print_letters(name, letters, as_json, f"on {target.url}",
                        f"Redeliver: promptui dead-letters {name} --redeliver ID (an id's first "
-                       "characters are enough) or --all; --json gives the full ids.")
+                       "characters are enough) or --all; --json gives the full ids.",
+                       Shown(time_format, wide))
 
 
 def _letters(count: int) -> str:
@@ -324,8 +328,23 @@ async def _all_letters(control: RemoteControl, name: str) -> list[DeadLetterView
             return letters
 
 
+@dataclass(frozen=True)
+class Shown:
+    """How a listing prints: ``--time`` and ``--wide``."""
+
+    time_format: str = "iso"
+    wide: bool = False
+
+    def when(self, iso: str) -> str:
+        """An ISO time as ``--time`` asks."""
+        try:
+            return stamp(datetime.fromisoformat(iso).timestamp(), self.time_format)
+        except ValueError:  # not a time after all: as it is
+            return iso
+
+
 def _print_letters(name: str, letters: list[DeadLetterView], as_json: bool, source: str,
-                   hint: str) -> None:
+                   hint: str, shown: Shown = Shown()) -> None:
     if as_json:
         print(json.dumps([asdict(letter) for letter in letters], indent=2))
         return
@@ -342,27 +361,27 @@ def _print_letters(name: str, letters: list[DeadLetterView], as_json: bool, sour
     for letter in letters:
         reason = f"{letter.reason}: {letter.error}" if letter.error else letter.reason
         table.add_row(letter.event_id[:SHORT_ID], escape(letter.trigger_type),
-                      str(letter.attempts), escape(iso_short(letter.dead_lettered_at)),
+                      str(letter.attempts), escape(shown.when(letter.dead_lettered_at)),
                       escape(reason), escape(letter.payload_preview))
-    out.print(table)
-    _print_histories(letters)
+    print_table(table, wide=shown.wide)
+    _print_histories(letters, shown)
     out.print(escape(hint))
 
 
 HISTORY_SHOWN = 5  # per letter; --json lists every one
 
 
-def _print_histories(letters: list[DeadLetterView]) -> None:
+def _print_histories(letters: list[DeadLetterView], shown: Shown) -> None:
     """Each letter's attempts, newest first: when, which attempt, what became of it, why."""
     told = [letter for letter in letters if letter.history]
     if told:
-        out.print("[bold]History[/bold] (newest first):")
+        wrapped.print("[bold]History[/bold] (newest first):")
     for letter in told:
-        out.print(f"  {letter.event_id[:SHORT_ID]}")
+        wrapped.print(f"  {letter.event_id[:SHORT_ID]}")
         for step in letter.history[:HISTORY_SHOWN]:
             why = f": {step.error}" if step.error else ""
-            out.print(f"    {escape(iso_short(step.at))}  attempt {step.attempt}  "
+            wrapped.print(f"    {escape(shown.when(step.at))}  attempt {step.attempt}  "
                       f"{escape(step.outcome)}{escape(why)}")
         if len(letter.history) > HISTORY_SHOWN:
-            out.print(f"    ... {len(letter.history) - HISTORY_SHOWN} more (--json lists "
+            wrapped.print(f"    ... {len(letter.history) - HISTORY_SHOWN} more (--json lists "
                       "them all)")

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import threading
@@ -178,6 +179,9 @@ def test_dead_letters_list_redeliver_and_clear(url: str) -> None:
     table, history = listed.split("History (newest first):")
     assert "2 dead letter(s)" in table and table.count("process stopped") == 2
     assert history.count("process stopped") == 2  # each letter's one attempt
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", table)  # --time iso: the date
+    relative = ok(remote(url, "dead-letters", "books", "--time", "relative")).stdout
+    assert re.search(r"(\d+ s ago|now)  attempt 0  process stopped", relative), relative
     assert first[:8] in listed and second[:8] in listed
     rows = json.loads(ok(remote(url, "dead-letters", "books", "--json")).stdout)
     assert [r["event_id"] for r in rows] == [first, second]

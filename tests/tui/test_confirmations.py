@@ -19,7 +19,15 @@ from runtime_core import AgentRuntime, ProcessConfig, TriggerEvent
 from runtime_core.agent.tools import tool
 from runtime_core.control import LocalControl
 from tests.helpers.polling import until
-from tests.helpers.room import dead_letters, make_app, make_runtime, notes, open_detail, queued_ids
+from tests.helpers.room import (
+    dead_letters,
+    make_app,
+    make_runtime,
+    notes,
+    open_detail,
+    queued_ids,
+    select,
+)
 from tests.helpers.scenes import SceneControl, scene_app
 from tests.helpers.snapshots import open_timeline
 
@@ -198,3 +206,25 @@ async def test_y_applies_an_irreversible_rewind_once_the_name_is_typed() -> None
         await until(pilot, lambda: control.calls != [], what="the rewind command")
         assert control.calls == [("rewind", ("payments-sync", "payments-sync:60", "both"))]
         assert box.value == "payments-sync"  # the y applied; it was not typed
+
+
+# -- a health-paused process: resume, or resume and watch again ------------------------------------
+@pytest.mark.parametrize(("choice", "expected"), [
+    ("#choice-resume", ("resume", ("looper",))),
+    ("#choice-watch", ("resume", ("looper", "watch_again"))),
+])
+async def test_p_on_a_health_paused_process_asks_resume_or_resume_and_watch_again(
+        choice: str, expected: tuple[str, tuple[str, ...]]) -> None:
+    app = scene_app()  # its looper is suspended by health
+    control = app.control
+    assert isinstance(control, SceneControl)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.pump()
+        await select(app, pilot, "looper")
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, ChoiceDialog), what="the question")
+        assert "health monitor paused it" in str(app.screen.query_one(".dialog-title").render())
+        assert control.calls == []  # nothing yet: it asks first
+        await pilot.click(choice)
+        await until(pilot, lambda: control.calls != [], what="the resume command")
+        assert control.calls == [expected]
