@@ -118,7 +118,8 @@ class ClusterHost:
         self.owners_seen: dict[str, Lease] = {}  # the live leases as last read
         runtime.node_of = self.node_of
         # the inbox (events for the processes this node runs, put by any node) and the token
-        self.ingress = ClusterIngress(dsn, node_id, connect_timeout=connect_timeout)
+        self.ingress = ClusterIngress(dsn, node_id, connect_timeout=connect_timeout,
+                                      idle_in_transaction_s=self.ttl_s)
         self.add_hook(self.ingress)
         runtime.delivery_gate = self.ingress.gate  # a delivery is taken once, cluster-wide
         # every webhook of every process, served here too: a non-owner puts into the inbox

@@ -51,9 +51,15 @@ class ClusterIngress:
     ownership hook of the ClusterHost (``gained``/``lost``)."""
 
     def __init__(self, dsn: str, node_id: str, *, poll_s: float = 1.0,
-                 connect_timeout: float = 5.0) -> None:
+                 connect_timeout: float = 5.0, idle_in_transaction_s: float | None = None
+                 ) -> None:
         self.dsn, self.node_id, self.poll_s = dsn, node_id, float(poll_s)
         self.connect_timeout = connect_timeout
+        #: A claim's transaction share-locks its process's lease row: a node paused inside one
+        #: (SIGSTOP, a VM freeze) would keep the next owner from claiming the lease until it
+        #: wakes. The server ends such a session after this long (the lease TTL); its rows
+        #: stay and are taken again, recognised by their delivery key (cluster/inbox.py).
+        self.idle_in_transaction_s = idle_in_transaction_s
         self.token: str | None = None  # the cluster's token, once started
         self.inbox: ClusterInbox | None = None
         self.listener: InboxListener | None = None
@@ -65,6 +71,11 @@ class ClusterIngress:
         #: one delivery key, one event across the nodes (the processes this node runs hold
         #: it too: the runtime's delivery_gate); on the inbox's pool, once started
         self.gate = DeliveryGate(timeout_s=connect_timeout)
+
+    async def _configure(self, conn: Any) -> None:
+        if self.idle_in_transaction_s is not None:
+            await conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, "
+                               "false)", (f"{max(1, round(self.idle_in_transaction_s * 1000))}ms",))
 
     async def start(self) -> None:
         """Read (or make) the cluster token, open the inbox's pool and LISTEN; ClusterError
@@ -78,7 +89,7 @@ class ClusterIngress:
                     self.dsn, min_size=1, max_size=POOL_SIZE, open=False,
                     kwargs={"autocommit": True, "connect_timeout": max(1, round(
                         self.connect_timeout))},
-                    name=f"promptui-inbox {self.node_id}"[:63])
+                    name=f"promptui-inbox {self.node_id}"[:63], configure=self._configure)
                 self._pool = pool
                 await pool.open(wait=True, timeout=self.connect_timeout)
                 self.gate.pool = pool

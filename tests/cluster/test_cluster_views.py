@@ -182,7 +182,7 @@ def test_a_silent_owner_s_processes_keep_their_last_figures_with_no_node(
             assert shown([rows[name]])[name] == {**want[name], "node": None}
         for name in set(NAMES) - set(paused):
             assert rows[name]["node"] == first.node_id and rows[name]["as_of_age_s"] is None
-        done = run_promptui("status", "--url", first.url, "--token", TOKEN, timeout=60)
+        done = run_promptui("status", "--url", first.url, "--token", TOKEN, "--wide", timeout=60)
         assert done.returncode == 0, done.stderr
         assert "as of" in done.stdout.splitlines()[1], done.stdout  # the column's heading
         for name in NAMES:  # process node "as of" state ...
