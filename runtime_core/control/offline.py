@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from runtime_core.control.views import (
+    ENTRY_TYPES,
     DeadLetterView,
     JournalEntryView,
     attempt_views,
@@ -60,8 +61,6 @@ T = TypeVar("T")
 REFERENCE_LINES = ".jsonl"  # a reference FileJournal's <process>.jsonl files
 
 # Every type the runtime journals, in EntryType's order (its lifecycle order).
-ENTRY_TYPES: tuple[str, ...] = tuple(value for key, value in vars(EntryType).items()
-                                     if key.isupper() and isinstance(value, str))
 NAME_RULE = "a letter, then letters, digits, '-' or '_' (at most 64)"
 
 
