@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from runtime_core.runtime import AgentRuntime
 
 SECONDS_OPTION = typer.Option(None, "--seconds", "-s", min=0.1, metavar="SECONDS",
-                              help="Stop after this long instead of at Ctrl+C.")
+                              help="Stop once the processes have run this long (counted from the end of "
+                                   "their start) instead of at Ctrl+C.")
 
 
 def run(
@@ -172,12 +173,12 @@ async def run_headless(runtime: AgentRuntime, *, seconds: float | None, live: bo
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, on_signal)
-    started = loop.time()
     try:
         await start_or_fail(runtime)
     except BaseException:
         root.removeHandler(handler)
         raise
+    started = loop.time()  # --seconds is how long the processes run, however slow the start
     stopping: asyncio.Task[dict[str, dict[str, int]]] | None = None
     try:
         with Live(console=console, auto_refresh=False, transient=False) as view:
