@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from runtime_core.runtime import AgentRuntime
 
 SECONDS_OPTION = typer.Option(None, "--seconds", "-s", min=0.1, metavar="SECONDS",
-                              help="Stop once the processes have run this long (counted from the end of "
-                                   "their start) instead of at Ctrl+C.")
+                              help="Stop once the processes have run this long (counted "
+                                   "from the end of their start) instead of at Ctrl+C.")
 
 
 def run(
