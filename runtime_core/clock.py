@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class Clock(Protocol):
@@ -32,6 +34,8 @@ class SystemClock:
         return time.time()
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio  # loaded by the running loop; a config that names a clock does not need it
+
         await asyncio.sleep(max(0.0, seconds))
 
 
@@ -64,6 +68,8 @@ class FakeClock:
         return min(live) if live else None
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio
+
         if seconds <= 0:
             await asyncio.sleep(0)
             return

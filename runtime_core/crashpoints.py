@@ -10,7 +10,7 @@ import os
 import signal
 
 POINTS = ("event_acknowledged", "tool_intent", "tool_result", "run_end", "group_commit",
-          "model_turn", "run_end_submitted")
+          "model_turn", "run_end_submitted", "tool_returned")
 
 _spec = os.environ.get("PROMPTUI_CRASH_AT")
 _target: str | None = None

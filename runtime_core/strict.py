@@ -20,7 +20,9 @@ STRICT_KEYS_CONTEXT = "strict_keys"
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # defer_build: a model builds its validator on first use, not at import (measured: the
+    # import of ProcessConfig and its first validation together are faster than eager builds).
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
 
 def _caller_stacklevel() -> int:
@@ -41,7 +43,8 @@ class KeyCheckedModel(BaseModel):
     """Unknown keys: rejected when validated with ``context={"strict_keys": True}`` (manifests,
     API patches), otherwise dropped with a FutureWarning (Python callers, as the spec says)."""
 
-    model_config = ConfigDict(extra="ignore", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="ignore", validate_assignment=True, allow_inf_nan=False,
+                              defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

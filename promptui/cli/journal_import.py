@@ -3,7 +3,6 @@ one JSONL file per process) into our journal, so the processes recover where it 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,6 +69,8 @@ def journal_import(
     the reference left it. Torn or corrupt lines are reported with file and line and skipped.
     A process the journal already has is refused (use --as); one imported before from the
     same files is left as it is."""
+    import asyncio
+
     from runtime_core.control.offline import (
         JournalError,
         JournalLocked,

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from runtime_core.agent.model import ModelError, ModelRequest, ModelTurn, ToolCall, Usage
@@ -179,6 +178,8 @@ class EchoModel:
 
 def load_script_file(path: str | Path) -> ScriptedModelSpec:
     """Read a YAML script; errors name the file and the dotted path of the bad field."""
+    import yaml  # only a process with a script file pays for the YAML parser
+
     file = Path(path)
     try:
         raw = yaml.safe_load(file.read_text(encoding="utf-8"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request
-from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from runtime_core.api import storable
@@ -42,6 +42,7 @@ JsonObject = Annotated[dict[str, Any], AfterValidator(storable.checked), Body()]
 
 
 class Strict(StrictModel):
+    model_config = ConfigDict(defer_build=False)  # FastAPI reads a body model's schema as is
     @model_validator(mode="after")
     def _storable(self) -> Strict:
         storable.checked(self.model_dump())

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from runtime_core.governance.config import EscalationTarget
 
 if TYPE_CHECKING:
+    import httpx
+
     from runtime_core.bus import EventBus
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,8 @@ class _Destination:
 async def _destination(webhook_url: str) -> _Destination:
     """Where ``webhook_url`` points, read as a resolver would: an IPv4 address in any spelling
     (0177.0.0.1, 0x7f.1, 2130706433, 127.1) is that address, so it is checked as one."""
+    import httpx  # only a process that escalates to a webhook pays for the HTTP client
+
     try:
         parts = urlsplit(webhook_url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -229,6 +231,8 @@ class Escalator:
         headers = {**target.headers, "Host": where.host_header,
                    "Content-Type": "application/json", "User-Agent": "promptui-escalation"}
         body = json.dumps(payload, default=str).encode()
+        import httpx
+
         async with httpx.AsyncClient(transport=self._transport, follow_redirects=False,
                                      timeout=target.timeout, trust_env=False) as client:
             response = await client.post(pinned, content=body, headers=headers,

@@ -7,7 +7,6 @@ The process registers them on ``process.hooks`` when it is made, in their order.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import inspect
@@ -178,6 +177,8 @@ class _CommandHook:
             raise HookBlocked(str(answer.get("reason") or "blocked by hook"))
 
     async def _run(self, ctx: HookContext) -> dict[str, Any]:
+        import asyncio  # loaded by the running loop already; a config alone does not need it
+
         c = self.config
         assert c.command is not None
         env = {k: os.environ[k] for k in (*_BASE_ENV, *c.env_passthrough) if k in os.environ}

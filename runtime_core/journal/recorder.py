@@ -6,8 +6,13 @@ entry durable with it:
 
 * ``event_accepted``: before the event is acknowledged (a webhook's 202, ``inject()``'s return);
 * ``tool_intent`` (read or write): before the tool's adapter runs;
-* a write's ``tool_result``, ``run_waiting``, ``evidence``, ``reconciled``, the elicitation
-  question and answer: before the run goes on, or an operator or a server is answered;
+* ``run_waiting``, ``evidence``, ``reconciled``, the elicitation question and answer: before
+  the run goes on, or an operator or a server is answered;
+* a write's ``tool_result``: before anything outside hears of the write (a post_tool hook, a
+  message the tool sent, the next tool's pre_tool hook): submitted without waiting, so the
+  next model turn overlaps its commit, and the run's next intent or its end, which wait, make
+  it durable with them. A crash before that commit leaves the write open, as a crash inside
+  the tool does: the run waits with ``unknown_write_outcome``, never re-run;
 * ``run_finished``: before the run's outcome is reported to anyone outside (the caller awaits the
   future ``run_finished`` returns before it announces the run's end).
 
@@ -38,6 +43,7 @@ from runtime_core.agent.attachments import without_bytes
 from runtime_core.agent.model import ModelTurn, ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.left_out import leave_action_out, leave_goal_out
 from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.triggers.base import TriggerEvent
 
@@ -53,6 +59,7 @@ class ProcessRecorder:
         self.process_id = process_id
         self.full = level == "full"
         self._held: dict[str, _HeldStart] = {}  # run id -> its start and usage, not yet written
+        self._goals: dict[str, str] = {}  # run id -> the goal its written run_started keeps
         self._profiles: set[str] = set()  # config digests whose profile entry is written
         self.runs_since_checkpoint = 0
         self.entries_since_checkpoint = 0
@@ -190,7 +197,14 @@ class ProcessRecorder:
         data = dict(held.start)
         if isinstance(data.get("identity"), dict):
             data["identity"] = self._profile_of(data["identity"])
-        self._submit(EntryType.RUN_STARTED, data, run_id=run_id)
+            goal = data["identity"].get("goal")
+            if isinstance(goal, str):
+                self._goals[run_id] = goal
+        entry = self._entry(EntryType.RUN_STARTED, data, run_id)
+        # A standard goal is left out, rendered again on read (schema 6 on; after redaction,
+        # so what is rendered is what would have been kept).
+        entry.data = leave_goal_out(entry.data, entry.timestamp)
+        self._send(entry, None)
         for usage in held.usage:
             self._submit(EntryType.MODEL_USAGE, usage, run_id=run_id)
 
@@ -203,18 +217,19 @@ class ProcessRecorder:
 
     def model_turn(self, run_id: str, step: int, turn_index: int, turn: ModelTurn,
                    prompt: list[Message] | None = None) -> None:
-        data: dict[str, Any] = {
-            "step": step,
-            "turn": turn_index,
-            "input_tokens": turn.usage.input_tokens,
-            "output_tokens": turn.usage.output_tokens,
-            "tool_calls": [{"name": c.name, "args": c.args, "call_id": c.call_id}
-                           for c in turn.tool_calls],
-        }
+        # Zero counts and no tool calls are left out (schema 5 on: a reader's default).
+        data: dict[str, Any] = {"step": step, "turn": turn_index}
+        if turn.usage.input_tokens:
+            data["input_tokens"] = turn.usage.input_tokens
+        if turn.usage.output_tokens:
+            data["output_tokens"] = turn.usage.output_tokens
+        if turn.tool_calls:
+            data["tool_calls"] = [{"name": c.name, "args": c.args, "call_id": c.call_id}
+                                  for c in turn.tool_calls]
         if self.price is not None:
             data["cost"] = round(self.price(turn.usage.input_tokens,
                                             turn.usage.output_tokens), 8)
-        if self.full or turn.tool_calls:
+        if self.full or (turn.tool_calls and turn.reply):
             data["reply"] = (turn.reply or "")[:REPLY_LIMIT]
         if self.full and prompt is not None:  # the audit level keeps what the model was shown
             data["prompt"] = [{**without_bytes(m),
@@ -227,26 +242,40 @@ class ProcessRecorder:
         """Durable before any tool runs, read or write (spec: "a tool intent is persisted before
         its adapter executes"). The journal commits in order, so the run's start and the model
         usage before it are durable with it: a crash inside the adapter resumes this run."""
+        # Its idempotency key, run_id:step, is left out (schema 6 on: left_out.intent_key).
         data = {"step": step, "tool": call.name, "call_id": call.call_id, "effect": effect,
-                "args": call.args, "idempotency_key": f"{run_id}:{step}", **(info or {})}
+                "args": call.args, **(info or {})}
         await self.append(EntryType.TOOL_INTENT, data, run_id=run_id)
 
-    async def tool_result(self, run_id: str, step: int, call: ToolCall, effect: str,
-                          result: str, ok: bool, updates: dict[str, Any],
-                          artifacts: list[dict[str, Any]] | None = None, *,
-                          attachments: list[dict[str, Any]] | None = None) -> None:
-        """``attachments``: the binary content the tool returned, in its journal form (the
-        bytes only of small content; digest and size always)."""
+    def tool_result(self, run_id: str, step: int, call: ToolCall, effect: str,
+                    result: str, ok: bool, updates: dict[str, Any],
+                    artifacts: list[dict[str, Any]] | None = None, *,
+                    attachments: list[dict[str, Any]] | None = None
+                    ) -> asyncio.Future[None] | None:
+        """Submit a tool's result without waiting. A write's returns the future that resolves
+        once it is durable: the caller awaits it before anyone outside hears of the write (a
+        hook, a message the tool sent); what the run writes next that waits (its next intent,
+        its end) makes it durable with it. A read's returns None. ``attachments``: the binary
+        content the tool returned, in its journal form (the bytes only of small content;
+        digest and size always)."""
         data: dict[str, Any] = {"step": step, "tool": call.name, "call_id": call.call_id,
-                                "ok": ok, "result": result[:RESULT_LIMIT], "updates": updates}
+                                "ok": ok, "result": result[:RESULT_LIMIT]}
+        if updates:  # none: left out (schema 5 on), a reader's default
+            data["updates"] = updates
         if artifacts:
-            data["artifacts"] = artifacts
+            # the automatic action artifact repeats the intent: left out (schema 6 on)
+            data["artifacts"] = leave_action_out(artifacts, run_id, step, call.name, call.args)
         if attachments:
             data["attachments"] = attachments
-        if effect == "write":
-            await self.append(EntryType.TOOL_RESULT, data, run_id=run_id)
-        else:
+        if effect != "write":
             self.submit(EntryType.TOOL_RESULT, data, run_id=run_id)
+            return None
+        if self.sealed:  # as a durable append: the run must not go on from an unwritten write
+            raise JournalError(f"the journal of {self.process!r} is sealed (shut down): "
+                               "the tool_result entry is not written")
+        if run_id in self._held:
+            self._write_start(run_id)
+        return self._send(self._entry(EntryType.TOOL_RESULT, data, run_id), None)
 
     def tool_refused(self, run_id: str, step: int, call: ToolCall, message: str) -> None:
         self.submit(EntryType.TOOL_REFUSED, {"step": step, "tool": call.name,
@@ -304,7 +333,9 @@ class ProcessRecorder:
             if value:
                 data[key] = value
         data["event_done"] = event_done
-        data["messages"] = messages
+        goal = self._goals.pop(run_id, None)
+        if not _rebuilt_from_start(messages, goal, data.get("reply", "")):
+            data["messages"] = messages
         held = self._held.pop(run_id, None)
         if held is not None:  # never written: its start and model usage fold into its end
             started: dict[str, Any] = {"attempt": held.start.get("attempt", 1)}
@@ -326,6 +357,14 @@ class ProcessRecorder:
             return None
         self.entries_since_checkpoint += 1
         return self.journal.submit(entry)
+
+
+def _rebuilt_from_start(messages: list[Message], goal: str | None, reply: str) -> bool:
+    """Whether a reader rebuilds ``messages`` exactly from the run's written ``run_started``
+    (its goal) and the end's reply: then the end leaves them out (schema 5 on; see
+    ``rewind.finished_messages``), instead of repeating the goal's text."""
+    return goal is not None and messages == [{"role": "user", "content": goal},
+                                             {"role": "assistant", "content": reply}]
 
 
 @dataclass(slots=True)

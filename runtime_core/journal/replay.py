@@ -10,6 +10,7 @@ from runtime_core.agent.attachments import ATTACHMENTS_KEY
 from runtime_core.agent.model import ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.left_out import identity_of, intent_key, result_artifacts
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.rewind import RewindEngine, fold_context
 
@@ -158,6 +159,7 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
     settled: dict[str, Message] = {}  # call_id -> tool message
     intents: dict[str, dict[str, Any]] = {}  # call_id -> intent data
     causes: dict[str, str] = {}  # call_id -> why a live run parked on it (run_waiting)
+    run_id = next((e.run_id for e in entries if e.run_id), None)
 
     def close_turn() -> None:
         """Append the finished turn's tool messages in call order."""
@@ -175,7 +177,7 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
         if kind == EntryType.RUN_STARTED:
             out.trace_id, out.span_id = str(d.get("trace_id", "")), str(d.get("span_id", ""))
         if kind == EntryType.RUN_STARTED and isinstance(d.get("identity"), dict):
-            out.identity = dict(d["identity"])
+            out.identity = identity_of(d, entry.timestamp)
             out.started_seq = entry.seq
         elif kind == EntryType.RUN_WAITING and d.get("reason") == "missing_completion_evidence":
             out.final_reply = str(d.get("reply", ""))
@@ -215,7 +217,7 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
             kept = [a for a in d.get("attachments") or () if isinstance(a, dict) and "data" in a]
             if kept:  # small binary content is journaled whole: the model sees it again
                 settled[d["call_id"]][ATTACHMENTS_KEY] = kept
-            out.artifacts.extend(a for a in d.get("artifacts") or () if isinstance(a, dict))
+            out.artifacts.extend(result_artifacts(d, intents.get(d["call_id"]), entry.run_id))
         elif kind == EntryType.RECONCILED:
             if d.get("outcome") == "failed":
                 out.failed_by_operator = d.get("note") or "the write failed"
@@ -239,7 +241,7 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
             continue
         origin = {key: intent[key] for key in ORIGIN_KEYS if key in intent}
         out.unknown = UnknownWrite(step, call, dict(intent.get("args") or {}),
-                                   str(intent.get("idempotency_key", "")), origin,
+                                   intent_key(intent, run_id), origin,
                                    causes.get(call.call_id, ""))
         out.remaining = turn_calls[index + 1:]
         break

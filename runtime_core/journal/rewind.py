@@ -5,10 +5,13 @@ rewind can itself be undone by rewinding to an entry after it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.left_out import identity_of
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.rewind_plan import (
     ContextChange,
@@ -27,6 +30,68 @@ BASE_TYPES = (EntryType.REWIND, EntryType.FORKED)  # entries that carry a whole 
 MAX_EFFECTS = 200
 MAX_PREVIEW = 20
 RESULT_SLACK = 5_000  # entries after the last listed write intent to look for its result
+
+
+async def finished_messages(journal: JournalProvider, entry: JournalEntry) -> list[Message]:
+    """The conversation messages a ``run_finished`` entry added (``end_messages``), its
+    ``run_started`` looked up by the run index when the end leaves its messages out."""
+    if not needs_start(entry):
+        return end_messages(entry, None)
+    started = await journal.read(ReadFilter(process=entry.process, run_id=entry.run_id,
+                                            entry_type=EntryType.RUN_STARTED,
+                                            until_seq=entry.seq, limit=1))
+    return end_messages(entry, started[0] if started else None)
+
+
+def needs_start(entry: JournalEntry) -> bool:
+    """Whether ``end_messages`` needs the run's ``run_started`` to rebuild what ``entry`` (a
+    ``run_finished``) added: its messages were left out."""
+    return "messages" not in entry.data and bool(entry.run_id)
+
+
+def end_messages(entry: JournalEntry, started: JournalEntry | None) -> list[Message]:
+    """The conversation messages a ``run_finished`` entry added, given its run's first
+    ``run_started`` (None: not found, or not needed). Schema 5 on, an end whose messages are
+    just the run's goal and its reply leaves them out: they are rebuilt from the goal its
+    ``run_started`` keeps and its ``reply``. An end that carries them (older journals, a folded
+    start, a longer exchange) is read as it is. The one rule: every reader calls this."""
+    kept = entry.data.get("messages")
+    if not needs_start(entry):
+        return list(kept) if isinstance(kept, list) else []
+    identity = identity_of(started.data, started.timestamp) if started else None
+    goal = identity.get("goal") if identity is not None else None
+    reply = {"role": "assistant", "content": str(entry.data.get("reply") or "")}
+    return [{"role": "user", "content": goal}, reply] if isinstance(goal, str) else [reply]
+
+
+@runtime_checkable
+class ReadsRuns(Protocol):
+    """A journal that reads many runs' entries in one query (the SQL ones)."""
+
+    async def runs_entries(self, process: str, run_ids: Sequence[str],
+                           entry_type: str | None = None) -> list[JournalEntry]:
+        """The entries (of ``entry_type``) of the runs ``run_ids``, in seq order."""
+        ...
+
+
+async def ends_messages(journal: JournalProvider, ends: Sequence[JournalEntry]
+                        ) -> list[list[Message]]:
+    """``end_messages`` of each ``run_finished`` in ``ends``: the starts they need read at
+    once (one query on a SQL journal, a round of reads elsewhere), not one read per run."""
+    wanted = [e for e in ends if needs_start(e)]
+    starts: dict[str, list[JournalEntry]] = {}
+    if wanted and isinstance(journal, ReadsRuns):
+        for started in await journal.runs_entries(wanted[0].process,
+                                                  [str(e.run_id) for e in wanted],
+                                                  EntryType.RUN_STARTED):
+            starts.setdefault(str(started.run_id), []).append(started)
+    elif wanted:
+        return list(await asyncio.gather(*(finished_messages(journal, e) for e in ends)))
+    out = []
+    for end in ends:
+        first = next((s for s in starts.get(str(end.run_id), ()) if s.seq < end.seq), None)
+        out.append(end_messages(end, first))
+    return out
 
 
 class UnknownEntry(ValueError):
@@ -134,9 +199,10 @@ class RewindEngine:
             process=process, entry_type=EntryType.RUN_FINISHED, since_seq=since, until_seq=seq,
             newest_first=True, limit=runs))
         messages: list[Placed] = [((since, i), m) for i, m in enumerate(base)]
-        for entry in reversed(finished):
-            messages.extend(((entry.seq, i), m)
-                            for i, m in enumerate(entry.data.get("messages") or []))
+        # Their starts read at once (one query, not one per run: on every start's path).
+        ends = finished[::-1]
+        for entry, said in zip(ends, await ends_messages(self.journal, ends), strict=True):
+            messages.extend(((entry.seq, i), m) for i, m in enumerate(said))
         return messages[-max_messages:] if max_messages else messages
 
     async def dropped_before(self, process: str, seq: int, current: list[Message],

@@ -10,7 +10,7 @@ import asyncio
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,9 @@ from runtime_core.journal.provider import (
     StoredDeadLetter,
     read_filter,
 )
+
+#: How many runs one ``runs_entries`` query asks for (well under SQLite's parameter limit).
+RUNS_PAGE = 500
 
 
 class SqlReads(ABC):
@@ -37,6 +40,9 @@ class SqlReads(ABC):
     #: The backend's entry SELECT (``e`` joined to its incarnation), a ReadFilter as SQL and a
     #: row back into an entry (checked against its checksum).
     SELECT_ENTRIES = ""
+    #: The process term of a read by run ids (SQLite's unary + keeps it off the process index
+    #: so that the run index finds the rows).
+    BY_RUN_PROCESS = "e.process"
     read_sql: Callable[[ReadFilter], tuple[str, tuple[Any, ...]]]
     row_to_entry: Callable[[Any], JournalEntry]
     #: How long a read waits for the entries submitted before it to commit, so that it sees
@@ -76,6 +82,25 @@ class SqlReads(ABC):
         query = read_filter(query, since=since, entry_type=entry_type, limit=limit)
         decode = type(self).row_to_entry
         return [decode(row) for row in await self._fetch(*type(self).read_sql(query))]
+
+    async def runs_entries(self, process: str, run_ids: Sequence[str],
+                           entry_type: str | None = None) -> list[JournalEntry]:
+        """The entries of the runs ``run_ids`` of ``process`` (only ``entry_type``'s, when
+        given), in seq order: one query per RUNS_PAGE runs by the run index, not one per run
+        (a start rebuilds its conversation from the recent runs' starts, and resumes each run
+        a crash left open from its entries)."""
+        decode = type(self).row_to_entry
+        found: list[JournalEntry] = []
+        ids = list(dict.fromkeys(run_ids))
+        typed = "" if entry_type is None else " AND e.entry_type = ?"
+        for at in range(0, len(ids), RUNS_PAGE):
+            page = ids[at:at + RUNS_PAGE]
+            rows = await self._fetch(self._q(
+                f"{self.SELECT_ENTRIES} WHERE {self.BY_RUN_PROCESS} = ?{typed} "
+                f"AND e.run_id IN ({', '.join('?' * len(page))}) ORDER BY e.seq"),
+                (process, *(() if entry_type is None else (entry_type,)), *page))
+            found.extend(decode(row) for row in rows)
+        return sorted(found, key=lambda e: e.seq) if len(ids) > RUNS_PAGE else found
 
     async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
         rows = await self._fetch(self._q(

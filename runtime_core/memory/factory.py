@@ -8,7 +8,6 @@ from typing import Any
 from runtime_core.memory.config import MemoryConfig
 from runtime_core.memory.in_memory import InMemoryMemory
 from runtime_core.memory.provider import MemoryProvider
-from runtime_core.memory.sqlite_store import SQLiteMemory
 
 DEFAULT_MEMORY_PATH = ".promptui/memory.db"
 
@@ -36,6 +35,8 @@ def make_memory(config: MemoryConfig, process_name: str,
     if config.provider == "sqlite":
         path = Path(config.path).expanduser() if config.path \
             else default_memory_path(journal_path)
+        from runtime_core.memory.sqlite_store import SQLiteMemory  # aiosqlite, when named
+
         return SQLiteMemory(process_name, path)
     return None
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime_core.agent.factory import build_model, build_tools_within
 from runtime_core.agent.mcp.config import check_server
-from runtime_core.agent.mcp.tools import McpToolbox
 from runtime_core.agent.model import Model
 from runtime_core.agent.tools import AgentTool
 from runtime_core.config import ProcessConfig
@@ -21,8 +20,10 @@ from runtime_core.process.core import ProcessCore
 from runtime_core.process.ports import ExtraTools
 from runtime_core.runs.executor import RunExecutor
 from runtime_core.runs.identity import ProfileStamp, config_digest
-from runtime_core.runs.server_asks import CANCEL, RunAsks
 from runtime_core.runs.services import RunServices
+
+if TYPE_CHECKING:
+    from runtime_core.agent.mcp.tools import McpToolbox
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,13 @@ class Assembly:
         for server_name, server in core.config.servers.items():
             check_server(server_name, server, core.base_dir)  # ValueError: unusable entry
         core.lifecycle.add_listener(self._on_transition)
-        self.toolbox = McpToolbox(core.config.servers, base_dir=core.base_dir,
-                                  process=core.name, emit=core.notifier.emit,
-                                  redact=core.redact) if core.config.servers else None
+        self.toolbox: McpToolbox | None = None
+        if core.config.servers:  # the MCP machinery loads only for a process that names one
+            from runtime_core.agent.mcp.tools import McpToolbox
+
+            self.toolbox = McpToolbox(core.config.servers, base_dir=core.base_dir,
+                                      process=core.name, emit=core.notifier.emit,
+                                      redact=core.redact)
 
     async def build(self) -> RunExecutor:
         """Everything a run needs for this start. MCP servers are connected here, before any
@@ -95,12 +100,15 @@ class Assembly:
             instructions=lambda: core.instructions, notifier=core.notifier,
             allowed_tools=config.allowed_tools, recorder=core.recorder, event_bus=core.bus,
             broker=core.broker, autonomy=core.autonomy, secrets=core.secrets,
-            hooks=core.hooks.for_tools, watch_tool_call=self._watch_tool_call,
+            hooks=core.hooks.for_tools, hooked=core.hooks.listen_for,
+            watch_tool_call=self._watch_tool_call,
             prompt_lines=[part.prompt_line for part in core.parts],
             memory_block=core.memory_block,
             completion=config.profile.completion if config.profile else None,
             fencing_token=fencing_token(core.journal)))
         if self.toolbox is not None:  # what the servers ask during a call: the operator, the model
+            from runtime_core.runs.server_asks import RunAsks
+
             asks = RunAsks(executor.services, core.waiting, core.inflight.get)
             for link in self.toolbox.links.values():
                 link.asks.handler = asks
@@ -110,6 +118,8 @@ class Assembly:
         """A process that stops or fails leaves no server question waiting: each is answered
         cancel (a draining stop must not wait for an operator)."""
         if record.to_state in (ProcessState.STOPPING, ProcessState.FAILED):
+            from runtime_core.runs.server_asks import CANCEL
+
             for question in self.core.waiting.questions():
                 question.give(CANCEL, f"process {record.to_state.value}")
 

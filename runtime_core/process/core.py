@@ -113,6 +113,10 @@ class Hooks:
         return await self.own.dispatch(event, process=self.process, data=data,
                                        then=self.shared, process_id=self.process_id)
 
+    def listen_for(self, name: str) -> bool:
+        """Whether a hook listens for the tool event ``name`` (pre_tool, post_tool)."""
+        return self.any(HookEvent(name))
+
     async def for_tools(self, name: str, data: dict[str, Any]
                         ) -> tuple[bool, str, dict[str, Any]]:
         result = await self.dispatch(HookEvent(name), data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime_core.agent.script import ModelPrice
 from runtime_core.delivery.dead_letters import DeadLetterReason
@@ -17,16 +17,16 @@ from runtime_core.events import (
     ProcessStateChanged,
 )
 from runtime_core.journal.entry import EntryType
-from runtime_core.journal.factory import make_journal
 from runtime_core.journal.provider import open_for_writing
 from runtime_core.journal.recorder import ProcessRecorder
-from runtime_core.journal.retention import retain
-from runtime_core.journal.sqlite.schema import DamagedJournal
 from runtime_core.lifecycle import ProcessState as S
 from runtime_core.lifecycle import ProcessTransition
 from runtime_core.process.core import ProcessCore, SuspensionRecord
 from runtime_core.runs.recovery import RecoveredRun, Recovery, recover_process
 from runtime_core.runs.run import Run, RunState
+
+if TYPE_CHECKING:
+    from runtime_core.journal.sqlite.schema import DamagedJournal
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +108,13 @@ class ProcessJournal:
             return
         if core.journal is None:  # made here, so closed here too (a retried first start
             self.owns_journal = True  # finds it made already: still ours)
+            from runtime_core.journal.factory import make_journal  # the backend the config names
+
             core.journal = make_journal(cfg, self._on_damage)
         journal = core.journal
         await open_for_writing(journal)
+        from runtime_core.journal.retention import retain  # builds a config at import
+
         retain(journal, core.name, cfg.retention, core.config.context)  # in the background
         level = cfg.level if cfg.level != "none" else "checkpoint"
         recorder = core.recorder = ProcessRecorder(journal, core.name, core.process_id, level)

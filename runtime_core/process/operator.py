@@ -17,7 +17,6 @@ from runtime_core.process.journaling import ProcessJournal
 from runtime_core.runs import evidence
 from runtime_core.runs.recovery import RecoveredRun, stored_letter
 from runtime_core.runs.run import RunState
-from runtime_core.runs.server_asks import checked_answer
 
 SETTLE_WAIT = 10.0  # seconds an answer waits to be journaled and sent before returning
 
@@ -95,6 +94,8 @@ class Operator:
         """Answer the MCP server's question ``run_id`` waits on: ``accept`` with values for
         its form (checked against it: FormError names each bad field), ``decline`` or
         ``cancel``. Returns once the answer is journaled and on its way to the server."""
+        from runtime_core.runs.server_asks import checked_answer  # MCP's half loads with a server
+
         question = self.core.waiting.question(run_id)
         if not question.give(checked_answer(question, action, content), actor):
             raise ValueError(f"run {run_id}'s question was answered already")

@@ -7,51 +7,29 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime_core.agent.model import Model
-from runtime_core.agent.tools import AgentTool, Tool
-from runtime_core.bus import EventBus, MessageBroker
-from runtime_core.clock import Clock, SystemClock
 from runtime_core.config import ProcessConfig
-from runtime_core.context import AgentContext, ConversationBuffer
-from runtime_core.events import EventNotifier
-from runtime_core.governance.config import HealthConfig
-from runtime_core.governance.escalation import Escalator
-from runtime_core.governance.hooks_config import HookManager, configured_hooks
-from runtime_core.incidents.book import Incident
-from runtime_core.journal.provider import JournalProvider
 from runtime_core.journal.rewind_plan import RewindMode, RewindPlan, RewindResult
 from runtime_core.lifecycle import AlreadyDone, ProcessLifecycle, ProcessState
-from runtime_core.memory.provider import MemoryProvider
-from runtime_core.process.assembly import Assembly
-from runtime_core.process.core import Hooks, ProcessHost, new_core
-from runtime_core.process.dispatch import Dispatch
-from runtime_core.process.intake import Intake
-from runtime_core.process.journaling import ProcessJournal
-from runtime_core.process.open_mode import OpenModeHost
-from runtime_core.process.operator import Operator
-from runtime_core.process.parts import (
-    HealthPart,
-    InboxPart,
-    IncidentsPart,
-    MemoryPart,
-    MissionPart,
-    PartActions,
-    apply_governance,
-    build_parts,
-    patch_health,
-)
-from runtime_core.process.parts.actions import Escalations
-from runtime_core.process.rewinding import ProcessRewinder
-from runtime_core.process.status import ProcessStatus, build_status
-from runtime_core.process.supervisor import Supervisor
-from runtime_core.process.takeover import Takeover
-from runtime_core.process.triggers import TriggerSet
-from runtime_core.runs.run import Run
-from runtime_core.triggers.base import AcceptResult, TriggerEvent
-from runtime_core.triggers.config import TriggerConfig
 
+if TYPE_CHECKING:
+    from runtime_core.agent.model import Model
+    from runtime_core.agent.tools import AgentTool, Tool
+    from runtime_core.bus import EventBus, MessageBroker
+    from runtime_core.clock import Clock
+    from runtime_core.context import AgentContext, ConversationBuffer
+    from runtime_core.events import EventNotifier
+    from runtime_core.governance.config import HealthConfig
+    from runtime_core.incidents.book import Incident
+    from runtime_core.journal.provider import JournalProvider
+    from runtime_core.memory.provider import MemoryProvider
+    from runtime_core.process import parts
+    from runtime_core.process.core import ProcessHost
+    from runtime_core.process.status import ProcessStatus
+    from runtime_core.runs.run import Run
+    from runtime_core.triggers.base import AcceptResult, TriggerEvent
+    from runtime_core.triggers.config import TriggerConfig
 
 class AgentProcess(AlreadyDone):
     """One long-running agent: its triggers feed a queue, workers run each event as a durable,
@@ -85,6 +63,24 @@ class AgentProcess(AlreadyDone):
                  model: Model | None = None, tools: Iterable[Tool | Any] | None = None,
                  clock: Clock | None = None, base_dir: str | Path | None = None,
                  journal: JournalProvider | None = None) -> None:
+        from runtime_core.bus import EventBus, MessageBroker
+        from runtime_core.clock import SystemClock
+        from runtime_core.events import EventNotifier
+        from runtime_core.governance.escalation import Escalator
+        from runtime_core.governance.hooks_config import HookManager, configured_hooks
+        from runtime_core.process import parts
+        from runtime_core.process.assembly import Assembly
+        from runtime_core.process.core import Hooks, new_core
+        from runtime_core.process.dispatch import Dispatch
+        from runtime_core.process.intake import Intake
+        from runtime_core.process.journaling import ProcessJournal
+        from runtime_core.process.open_mode import OpenModeHost
+        from runtime_core.process.operator import Operator
+        from runtime_core.process.parts.actions import Escalations
+        from runtime_core.process.rewinding import ProcessRewinder
+        from runtime_core.process.supervisor import Supervisor
+        from runtime_core.process.takeover import Takeover
+        from runtime_core.process.triggers import TriggerSet
         if not name or not isinstance(name, str):
             raise ValueError("a process needs a non-empty name")
         self.name = name
@@ -111,9 +107,9 @@ class AgentProcess(AlreadyDone):
                                     dead_letters=core.delivery)
         self._dispatch = Dispatch(core, self._journal, outcomes=supervisor)
         # The optional parts: they may pause or stop the process, escalate, inject an event.
-        self._actions = PartActions(control=supervisor, escalations=self._escalations,
+        self._actions = parts.PartActions(control=supervisor, escalations=self._escalations,
                                     injector=self._intake)
-        core.parts = build_parts(core, self._actions)
+        core.parts = parts.build_parts(core, self._actions)
         # What each start assembles for the runs: open mode's meta-tools join the agent's.
         self._open = OpenModeHost(core, self._triggers)
         self._assembly = Assembly(core, model=model, tools=tools or (), extra_tools=self._open)
@@ -200,7 +196,8 @@ class AgentProcess(AlreadyDone):
     @property
     def memory(self) -> MemoryProvider | None:
         """The long-term memory provider: None before the first start or without one."""
-        return part.provider if (part := self._core.part(MemoryPart)) is not None else None
+        from runtime_core.process import parts
+        return part.provider if (part := self._core.part(parts.MemoryPart)) is not None else None
 
     def redact(self, text: str) -> str:
         """``text`` with every active secret value replaced by ``[secret:name]``."""
@@ -228,6 +225,7 @@ class AgentProcess(AlreadyDone):
 
     def status_snapshot(self) -> ProcessStatus:
         """The status as a typed, frozen object."""
+        from runtime_core.process.status import build_status
         t = self._triggers
         return build_status(self._core, triggers=t.status(), trigger_count=t.config_count,
                             filtered_count=t.filtered_count, spawned=len(self._open.spawned),
@@ -314,10 +312,12 @@ class AgentProcess(AlreadyDone):
     # -- the optional features ------------------------------------------------------------------
     def incidents(self) -> list[Incident]:
         """This process's incidents, in the order they opened (empty without ``incidents``)."""
-        return part.keeper.incidents() if (part := self._core.part(IncidentsPart)) else []
+        from runtime_core.process import parts
+        return part.keeper.incidents() if (part := self._core.part(parts.IncidentsPart)) else []
 
-    def _incidents(self) -> IncidentsPart:
-        return self._core.need(IncidentsPart, "keeps no incidents; add 'incidents: "
+    def _incidents(self) -> parts.IncidentsPart:
+        from runtime_core.process import parts
+        return self._core.need(parts.IncidentsPart, "keeps no incidents; add 'incidents: "
                                "{fingerprint: ...}' to its manifest")
 
     async def resolve_incident(self, incident_id: str, *, generation: int, version: int,
@@ -339,43 +339,51 @@ class AgentProcess(AlreadyDone):
                            priority: str = "normal", sender_id: str | None = None,
                            ttl: float | None = None) -> str:
         """Leave a message for the agent's next run; returns its id."""
-        return self._core.need(InboxPart, "has no inbox; set inbox.enabled").send(
+        from runtime_core.process import parts
+        return self._core.need(parts.InboxPart, "has no inbox; set inbox.enabled").send(
             content, message_type=message_type, priority=priority, sender_id=sender_id,
             ttl=ttl)
 
     async def ask(self, content: str, *, sender_id: str | None = None,
                   timeout: float = 120.0) -> str:  # noqa: ASYNC109  (the spec API)
         """Ask the agent a question and wait for its answer; the question wakes the agent."""
-        return await self._core.need(InboxPart, "has no inbox; set inbox.enabled").ask(
+        from runtime_core.process import parts
+        return await self._core.need(parts.InboxPart, "has no inbox; set inbox.enabled").ask(
             content, sender_id=sender_id, timeout=timeout)
 
     def update_health(self, patch: Mapping[str, Any]) -> HealthConfig:
         """Apply a JSON merge patch to ``config.health`` (ConfigPatchError, changing nothing, on
         a bad one), then as apply_governance_config("health") does."""
-        return patch_health(self._core, self._actions, patch)
+        from runtime_core.process import parts
+        return parts.patch_health(self._core, self._actions, patch)
 
     def apply_governance_config(self, section: str) -> None:
         """Apply a changed ``config.budget``, ``config.health`` or ``config.mission`` now (see
         parts.apply_governance); another ``section`` is a ValueError naming these."""
-        apply_governance(self._core, self._actions, section)
+        from runtime_core.process import parts
+        parts.apply_governance(self._core, self._actions, section)
 
     def health_anomalies(self) -> list[dict[str, Any]] | None:
         """The anomaly history, oldest first; None when monitoring is off."""
-        return part.anomaly_dicts() if (part := self._core.part(HealthPart)) else None
+        from runtime_core.process import parts
+        return part.anomaly_dicts() if (part := self._core.part(parts.HealthPart)) else None
 
     def clear_health_anomalies(self) -> int:
         """Forget the anomaly history; ValueError when monitoring is off."""
-        return self._core.need(HealthPart, "has no health monitoring (health: {enabled: "
+        from runtime_core.process import parts
+        return self._core.need(parts.HealthPart, "has no health monitoring (health: {enabled: "
                                "true})", ValueError).monitor.clear_anomalies()
 
     def resume_mission(self) -> None:
         """Let a mission paused by an unsure judge be evaluated again."""
-        self._core.need(MissionPart, "has no mission enabled").resume()
+        from runtime_core.process import parts
+        self._core.need(parts.MissionPart, "has no mission enabled").resume()
         self._journal.checkpoint_soon()
 
     async def fail_mission(self, reason: str = "") -> None:
         """Give up on the mission: it is marked failed and the process stops on purpose."""
-        await self._core.need(MissionPart, "has no mission enabled").fail(reason)
+        from runtime_core.process import parts
+        await self._core.need(parts.MissionPart, "has no mission enabled").fail(reason)
         self._journal.checkpoint_soon()
         await self._supervisor.stop_on_purpose()
 

@@ -23,7 +23,6 @@ from runtime_core.process.ports import Suspension
 from runtime_core.triggers.base import AcceptResult, TriggerEvent
 from runtime_core.triggers.config import TriggerConfig
 from runtime_core.triggers.registry import trigger_id_for
-from runtime_core.triggers.webhook.trigger import WebhookTrigger
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +179,9 @@ async def check_fork_triggers(configs: Iterable[TriggerConfig], new_name: str) -
     """Claim each webhook trigger's address and path as the fork's start would, then let go: a
     clash found here leaves nothing behind, found at the start it would leave a half-made fork.
     Port 0 is left out: it is an ephemeral server of its own, which cannot clash."""
+    # The web server (starlette, uvicorn) loads only for a fork that has a webhook trigger.
+    from runtime_core.triggers.webhook.trigger import WebhookTrigger
+
     for config in configs:
         if config.type != "webhook" or config.webhook_port == 0:
             continue

@@ -98,8 +98,12 @@ class Artifact:
     links: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"artifact_id": self.artifact_id, "kind": self.kind, "step": self.step,
-                "tool": self.tool, "data": self.data, "links": list(self.links)}
+        """The journal's form; no links are left out (``from_dict``'s default)."""
+        out = {"artifact_id": self.artifact_id, "kind": self.kind, "step": self.step,
+               "tool": self.tool, "data": self.data}
+        if self.links:
+            out["links"] = list(self.links)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Artifact:

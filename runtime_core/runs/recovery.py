@@ -7,14 +7,20 @@ in flight resumes from its durable steps; one caught mid-write waits for an oper
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from runtime_core.delivery.dead_letters import DeadLetter
-from runtime_core.journal.entry import EntryType
-from runtime_core.journal.provider import JournalProvider, ReadFilter, StoredDeadLetter
+from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.provider import (
+    JournalProvider,
+    OpenRun,
+    ReadFilter,
+    StoredDeadLetter,
+)
 from runtime_core.journal.recorder import ProcessRecorder
 from runtime_core.journal.replay import (
     ReplayEngine,
@@ -22,12 +28,15 @@ from runtime_core.journal.replay import (
     full_identity,
     rebuild_run,
 )
+from runtime_core.journal.rewind import ReadsRuns
 from runtime_core.runs.completion import MISSING_COMPLETION_EVIDENCE, Artifact
 from runtime_core.runs.identity import RunIdentity
 from runtime_core.runs.run import ResumePoint, Run, RunState
 from runtime_core.triggers.base import TriggerEvent
 
 UNKNOWN_WRITE_OUTCOME = "unknown_write_outcome"
+#: How many profile entries one read for all the open runs' identities takes (full_identity's)
+PROFILE_PAGE = 20
 
 
 @dataclass(slots=True)
@@ -87,18 +96,17 @@ async def recover_process(
         invocation_count=replayed["invocation_count"], dead=dead, dead_total=dead_total,
         checkpoint=replayed["checkpoint"],
     )
-    for open_run in await journal.open_runs(name):
-        event = by_id.get(open_run.event_id)
-        if event is None:  # its event was settled (dead-lettered) already: nothing to resume
-            continue
-        entries = await journal.read(ReadFilter(process=name, run_id=open_run.run_id))
-        rebuild = rebuild_run(entries)
+    open_runs = [r for r in await journal.open_runs(name) if r.event_id in by_id]
+    rebuilds = [rebuild_run(entries) for entries in await _runs_entries(journal, name, open_runs)]
+    identities = await _full_identities(journal, name, rebuilds)
+    waits = []
+    for open_run, rebuild, identity in zip(open_runs, rebuilds, identities, strict=True):
+        event = by_id[open_run.event_id]
         run = Run(name, event, open_run.attempt, run_id=open_run.run_id,
                   trace_id=rebuild.trace_id, span_id=rebuild.span_id)
-        if rebuild.identity is not None:
-            rebuild.identity = await full_identity(journal, name, rebuild.identity,
-                                                   rebuild.started_seq or None)
-            run.identity = RunIdentity.from_dict(rebuild.identity)
+        if identity is not None:
+            rebuild.identity = identity
+            run.identity = RunIdentity.from_dict(identity)
         run.artifacts = [Artifact.from_dict(a) for a in rebuild.artifacts]
         recovered = RecoveredRun(run, rebuild)
         for step, call in rebuild.interrupted:
@@ -115,12 +123,15 @@ async def recover_process(
         elif rebuild.unknown is not None:
             run.state = RunState.WAITING
             run.waiting_reason = UNKNOWN_WRITE_OUTCOME
-            if open_run.state != "waiting":
-                await recorder.run_waiting(run.run_id, rebuild.unknown.step,
-                                           rebuild.unknown.call.name, UNKNOWN_WRITE_OUTCOME)
+            if open_run.state != "waiting":  # submitted now, in order; durable before return
+                waits.append(recorder.run_waiting(run.run_id, rebuild.unknown.step,
+                                                  rebuild.unknown.call.name,
+                                                  UNKNOWN_WRITE_OUTCOME))
             recovery.waiting[run.run_id] = recovered
         else:
             recovery.resumable[event.event_id] = recovered
+    # One commit for all of them (group commit), not one each: all durable before the summary.
+    await asyncio.gather(*waits)
     waiting_events = {r.run.event.event_id for r in recovery.waiting.values()}
     failed_events = {r.run.event.event_id for r in recovery.failed}
     recovery.queued = [e for e in pending
@@ -142,6 +153,53 @@ async def recover_process(
     }
     recorder.submit(EntryType.RECOVERED, dict(recovery.summary))
     return recovery
+
+
+async def _runs_entries(journal: JournalProvider, name: str,
+                        open_runs: Sequence[OpenRun]) -> list[list[JournalEntry]]:
+    """Each open run's entries, in seq order: one query for all of them on a SQL journal, a
+    round of reads elsewhere (after a crash with many runs in flight, not one read each)."""
+    if not open_runs:
+        return []
+    if isinstance(journal, ReadsRuns):
+        by_run: dict[str, list[JournalEntry]] = {r.run_id: [] for r in open_runs}
+        for entry in await journal.runs_entries(name, list(by_run)):
+            by_run[str(entry.run_id)].append(entry)
+        return [by_run[r.run_id] for r in open_runs]
+    return list(await asyncio.gather(*(
+        journal.read(ReadFilter(process=name, run_id=r.run_id)) for r in open_runs)))
+
+
+async def _full_identities(journal: JournalProvider, name: str,
+                           rebuilds: Sequence[RunRebuild]) -> list[dict[str, Any] | None]:
+    """Each rebuilt run's full identity (``full_identity``), None for a run without one. The
+    profiles are read once for all the runs (most share one profile); only when that one read
+    may have cut off a run's profile (a full page) is that run read on its own."""
+    needs = [r for r in rebuilds if r.identity is not None
+             and "profile" not in r.identity and r.identity.get("config_digest")]
+    needed = {id(r) for r in needs}
+    profiles: list[JournalEntry] = []
+    if needs:
+        bounds = [r.started_seq or None for r in needs]
+        until = None if None in bounds else max(b for b in bounds if b is not None)
+        profiles = await journal.read(ReadFilter(
+            process=name, entry_type=EntryType.PROFILE, until_seq=until, newest_first=True,
+            limit=PROFILE_PAGE))
+    out: list[dict[str, Any] | None] = []
+    for rebuild in rebuilds:
+        identity = rebuild.identity
+        if identity is None or id(rebuild) not in needed:
+            out.append(None if identity is None else dict(identity))
+            continue
+        before = rebuild.started_seq or None
+        if len(profiles) >= PROFILE_PAGE:  # the page may not reach this run's profile
+            out.append(await full_identity(journal, name, identity, before))
+            continue
+        digest = identity.get("config_digest")
+        found = next((e.data for e in profiles if (before is None or e.seq < before)
+                      and e.data.get("config_digest") == digest), {})
+        out.append({**found, **identity})
+    return out
 
 
 def _keys(replayed: dict[str, Any], initial_state: Mapping[str, Any] | None) -> set[str]:

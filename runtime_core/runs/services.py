@@ -50,6 +50,8 @@ class RunServices:
     autonomy: Budget | None = None  # the autonomy budget's per-call checks
     secrets: SecretScope | None = None
     hooks: HookDispatch | None = None
+    #: Whether a hook listens for a tool event (pre_tool, post_tool); None: any may.
+    hooked: Callable[[str], bool] | None = None
     watch_tool_call: ToolCallWatcher | None = None
     prompt_lines: Sequence[PromptLine] = ()
     memory_block: MemoryBlock | None = None

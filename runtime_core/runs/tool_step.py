@@ -2,6 +2,12 @@
 arguments), invoke it (its intent durable first), then settle it (result, context updates and
 artifacts in one journal entry; events and messages it sent delivered only if it succeeded).
 
+A write's result is submitted without waiting (the next model turn overlaps its commit) and
+waited for before anything outside hears of the write: a post_tool hook, the next call's
+pre_tool hook, a message the tool sent. The run's next intent and its end wait for their own
+commits, which follow it in the journal. A crash before it commits leaves the write open, as a
+crash inside the tool does (the run waits with unknown_write_outcome).
+
 A refusal or a raising tool is an observation for the model, never a failed run. A write whose
 answer never came (``OutcomeUnknown``) is the exception: the run parks (runs/unknown_write.py)."""
 
@@ -54,6 +60,38 @@ class ToolStep:
         self.allowed = allowed
         self.verifier = verifier
         self.emit_step = emit_step
+        #: run id -> the commit of its last write's result, not waited for yet.
+        self._unsettled: dict[str, asyncio.Future[None]] = {}
+
+    async def settled(self, run: Run) -> None:
+        """Wait until ``run``'s last write result is durable: before anything outside (a
+        hook, a message the tool sent) hears of that write. Its journal failing fails the run
+        (persistence), as when the result was awaited in place."""
+        durable = self._unsettled.pop(run.run_id, None)
+        if durable is None:
+            return
+        try:
+            await asyncio.shield(durable)
+        except JournalError as exc:
+            raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
+
+    def _hooked(self, name: str) -> bool:
+        if self.s.hooks is None:
+            return False
+        return self.s.hooked is None or self.s.hooked(name)
+
+    def check(self, run: Run) -> None:
+        """Fail ``run`` (persistence) if its last write's result is known not to be written
+        (a failed or fenced journal), without waiting for it."""
+        durable = self._unsettled.get(run.run_id)
+        if durable is not None and durable.done() and not durable.cancelled():
+            error = durable.exception()
+            if isinstance(error, JournalError):
+                raise RunFailure(FailureReason.PERSISTENCE, str(error)) from error
+
+    def forget(self, run: Run) -> None:
+        """``run`` has ended (its end or a waiting entry follows its results in the journal)."""
+        self._unsettled.pop(run.run_id, None)
 
     async def run(self, run: Run, call: ToolCall, step: int, started: float
                   ) -> tuple[str, list[Attachment]]:
@@ -120,6 +158,8 @@ class ToolStep:
             raise RunFailure(FailureReason.BUDGET, f"tool-call budget of {limit} used up")
         raw_args = call.args
         if self.s.hooks is not None:  # a pre_tool hook may block the call or rewrite its args
+            if self._hooked("pre_tool"):  # outside: the last write's result durable first
+                await self.settled(run)
             blocked, reason, data = await self.s.hooks(
                 "pre_tool", {"tool": call.name, "args": dict(call.args), "run_id": run.run_id,
                              "step": step})
@@ -186,16 +226,23 @@ class ToolStep:
         artifacts = self._artifacts(run, step, call, tool.effect, ctx, text) if ok else []
         if self.s.recorder is not None:
             try:  # result, context updates and the artifacts it produced in one entry
-                await self.s.recorder.tool_result(
+                durable = self.s.recorder.tool_result(
                     run.run_id, step, call, tool.effect, observation(text), ok, updates,
                     [a.to_dict() for a in artifacts],
                     attachments=[a.to_journal() for a in ctx.attachments] if ok else None)
             except JournalError as exc:
                 raise RunFailure(FailureReason.PERSISTENCE, str(exc)) from exc
+            if durable is not None:  # a write's: waited for before the write is heard of
+                self._unsettled[run.run_id] = durable
+            crashpoints.reached("tool_returned")  # submitted: maybe not yet durable
+            if crashpoints.armed("tool_result"):
+                await self.settled(run)
             crashpoints.reached("tool_result")
         run.artifacts.extend(artifacts)
         for key, value in updates.items():
             self.s.context.put(key, value, source=f"tool:{call.name}", record=False)
+        if self._hooked("post_tool") or (ok and ctx.outbox):
+            await self.settled(run)
         if self.s.hooks is not None:
             await self.s.hooks("post_tool", {"tool": call.name, "args": args, "ok": ok,
                                              "result": observation(text), "run_id": run.run_id})

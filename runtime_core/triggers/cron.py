@@ -12,8 +12,6 @@ import uuid
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterError, croniter
-
 from runtime_core.clock import Clock, SystemClock
 from runtime_core.triggers.base import TriggerEvent
 
@@ -43,6 +41,9 @@ def validate_cron(expression: str, timezone: str | None = None) -> None:
     if len(fields) not in (5, 6):
         raise ValueError(f"invalid cron expression {expression!r}: {_FIELDS_HELP}")
     zone = load_timezone(timezone)
+    # croniter (and dateutil) load with the first cron expression, not with every config.
+    from croniter import CroniterError, croniter
+
     try:
         # Computing one fire time also catches schedules that never match (e.g. 30 February).
         croniter(expression, datetime(2026, 1, 1, tzinfo=zone)).get_next(datetime)
@@ -104,6 +105,8 @@ class CronTrigger:
 
     def next_fire_time(self, after: float) -> datetime:
         """The first fire time strictly after the epoch time ``after``, in the trigger's zone."""
+        from croniter import croniter
+
         start = datetime.fromtimestamp(after, self._zone)
         result: datetime = croniter(self.expression, start).get_next(datetime)
         return result

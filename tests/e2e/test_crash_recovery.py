@@ -230,6 +230,26 @@ async def test_a_write_that_ran_before_the_crash_is_reconciled_as_applied(
     assert len(ledger(tmp_path)) == 3 and facts["applied"] == 0
 
 
+@TOOL_KINDS
+async def test_a_crash_before_a_write_result_commits_parks_the_run_and_repeats_no_write(
+    tmp_path: Path, mcp: bool
+) -> None:
+    """The window between a write's return and the commit that carries its result (with the
+    run's end, issue 37): the write took effect, its result is not durable. The run waits
+    with unknown_write_outcome, as after a crash inside the tool, and is never run again;
+    reconciled as applied (per the ledger), it goes on."""
+    crashed = await run_worker(tmp_path, inject=3, prefix="a", crash="tool_returned:2", mcp=mcp)
+    assert crashed.returncode == -signal.SIGKILL, "tool_returned was never reached"
+    parked = await run_worker(tmp_path, mcp=mcp)
+    assert parked.idle is not None
+    waiting = parked.idle["waiting"]
+    assert [w["reason"] for w in waiting] == ["unknown_write_outcome"]
+    assert waiting[0]["idempotency_key"] in {line.split()[0] for line in ledger(tmp_path)}
+    final = await run_worker(tmp_path, reconcile=True, mcp=mcp)
+    facts = check_invariants(tmp_path, crashed.acks, final, mcp=mcp)
+    assert len(ledger(tmp_path)) == 3 and facts["applied"] == 1
+
+
 async def test_random_sigkill_soak(tmp_path: Path) -> None:
     """SOAK_KILLS kills at seeded random moments under load; nothing acknowledged is lost."""
     rng = random.Random(20261202)

@@ -184,7 +184,7 @@ def parked_write(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def flip_intent(db: Path) -> None:
     with sqlite3.connect(db) as conn:
-        [(key,)] = conn.execute("SELECT json_extract(data, '$.idempotency_key') FROM entries "
+        [(key,)] = conn.execute("SELECT '\"effect\":\"write\"' FROM entries "
                                 "WHERE entry_type = 'tool_intent'").fetchall()
     data = bytearray(db.read_bytes())
     data[data.index(key.encode()) + 2] ^= 0x01

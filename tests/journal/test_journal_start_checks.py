@@ -89,10 +89,18 @@ def flip(db: Path, at: int) -> None:
     db.write_bytes(bytes(data))
 
 
+def intent_at(db: Path) -> int:
+    """Where the write intent's data starts in the file: a record's columns lie side by side,
+    its run id right before its data (the data alone may repeat another run's)."""
+    run_id, rowid = waiting_run(db)
+    with closing(sqlite3.connect(db)) as conn, conn:
+        [(data,)] = conn.execute("SELECT data FROM entries WHERE id = ?", (rowid,)).fetchall()
+    return db.read_bytes().index(run_id.encode() + data.encode()) + len(run_id)
+
+
 def intent_bytes(db: Path) -> None:
-    """One bit of the write intent's idempotency key, in the entries table."""
-    run_id, _ = waiting_run(db)
-    flip(db, db.read_bytes().index(f'"{run_id}:3"'.encode()) + 3)
+    """One bit of the write intent's data, in the entries table."""
+    flip(db, intent_at(db) + 3)
 
 
 def run_index_entry(db: Path) -> None:
@@ -121,9 +129,8 @@ def open_run_row_lost(db: Path) -> None:
 
 def entries_page(db: Path) -> None:
     """The page holding the write intent overwritten with garbage."""
-    run_id, _ = waiting_run(db)
+    page = intent_at(db) // PAGE
     data = bytearray(db.read_bytes())
-    page = data.index(f'"{run_id}:3"'.encode()) // PAGE
     data[page * PAGE:(page + 1) * PAGE] = b"\xa5" * PAGE
     db.write_bytes(bytes(data))
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, ToolContext, TriggerEvent
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.left_out import identity_of
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.rewind import UnknownEntry, fold_context
 from tests.helpers.polling import wait_for
@@ -57,12 +58,20 @@ def reference(all_entries: list[JournalEntry], seq: int) -> tuple[dict[str, Any]
     """The state before ``seq`` folded from scratch: no checkpoints, no shortcuts."""
     context: dict[str, Any] = {"owner": "ops"}
     messages: list[Any] = []
+    goals: dict[str | None, str] = {}
     for entry in all_entries:
         if entry.seq >= seq:
             break
         fold_context(context, entry)
+        if entry.entry_type == EntryType.RUN_STARTED:
+            # schema 6: a standard goal is kept as its parts, rendered again on read
+            goals[entry.run_id] = (identity_of(entry.data, entry.timestamp) or {})["goal"]
         if entry.entry_type == EntryType.RUN_FINISHED:
-            messages.extend(entry.data.get("messages") or [])
+            if "messages" in entry.data:
+                messages.extend(entry.data["messages"])
+            else:  # schema 5: the run's goal (its start keeps it) and its reply
+                messages.extend([{"role": "user", "content": goals[entry.run_id]},
+                                 {"role": "assistant", "content": entry.data.get("reply", "")}])
     return context, messages
 
 

@@ -13,6 +13,7 @@ import pytest
 from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
 from runtime_core.control import LocalControl
 from runtime_core.journal.entry import EntryType
+from runtime_core.journal.left_out import identity_of
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.journal.replay import full_identity
 from runtime_core.runs.completion import CompletionEvidence, CompletionVerdict, StaleEvidenceError
@@ -178,14 +179,16 @@ async def test_the_run_identity_is_frozen_at_start_and_journaled() -> None:
             identity.goal = "something else"  # type: ignore[misc]
         started = await process.journal.read(  # type: ignore[union-attr]
             ReadFilter(process="p", entry_type=EntryType.RUN_STARTED))
-        # The run's part of its identity; the profile once per configuration, by its digest.
-        assert started[0].data["identity"] == {"config_digest": identity.config_digest,
-                                               "goal": identity.goal}
+        # The run's part of its identity; the profile once per configuration, by its digest;
+        # the goal as its parts (schema 6 on), rendered again on read.
+        kept = identity_of(started[0].data, started[0].timestamp)
+        assert kept == {"config_digest": identity.config_digest, "goal": identity.goal}
+        assert "goal" not in started[0].data["identity"]
         profile = await process.journal.read(  # type: ignore[union-attr]
             ReadFilter(process="p", entry_type=EntryType.PROFILE))
         assert [p.data for p in profile] == [
             {k: v for k, v in identity.to_dict().items() if k != "goal"}]
-        assert await full_identity(process.journal, "p", started[0].data["identity"],
+        assert await full_identity(process.journal, "p", kept,
                                    started[0].seq) == identity.to_dict()
         # The model was given exactly the goal the identity froze.
         usage = await process.journal.read(  # type: ignore[union-attr]

@@ -19,6 +19,7 @@ from runtime_core.agent.mcp.link import McpServerError
 from runtime_core.control import LocalControl, shown_config
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType
+from runtime_core.journal.left_out import intent_key
 from runtime_core.journal.provider import ReadFilter
 from runtime_core.lifecycle import ProcessState
 from runtime_core.runtime import AgentRuntime
@@ -125,7 +126,7 @@ async def test_stdio_tools_join_the_run_with_effects_from_their_annotations(
             ("lookup_build", "read", "changelog"), ("append_changelog", "write", "changelog")]
         assert intents[1]["idempotent"] is True
         # The runtime filled in the idempotency key; the model never saw the argument.
-        key = intents[1]["idempotency_key"]
+        key = intent_key(intents[1], run.run_id)  # run_id:step, left out (schema 6 on)
         assert f"<!-- {key} -->" in (tmp_path / "changelog.md").read_text()
         assert "idempotency_key" not in intents[1]["args"]
         spec = process.tools()["append_changelog"].spec()
@@ -297,7 +298,7 @@ async def test_a_server_over_streamable_http_on_loopback(
         await wait_for(lambda: process.invocation_count == 1, 20)
         assert process.recent_runs()[-1].state.value == "succeeded"
         intent = await journal.read(ReadFilter(process="p", entry_type=EntryType.TOOL_INTENT))
-        key = intent[0].data["idempotency_key"]
+        key = intent_key(intent[0].data, intent[0].run_id)
         assert (tmp_path / "ledger.txt").read_text() == f"{key} ev-1 x\n"
         # The token is resolved when connecting: the config, the detail view and the journal
         # hold the reference only.

@@ -20,5 +20,6 @@ def test_no_module_is_over_500_lines() -> None:
 
 def test_agent_process_stays_a_facade() -> None:
     # The facade wires its parts in a visible order and documents each public name; past 450
-    # lines it is doing a part's work.
-    assert lines(ROOT / "runtime_core" / "process" / "process.py") <= 450
+    # lines it is doing a part's work (460: the parts are imported where they are used, so that
+    # importing AgentProcess does not load them; see the Python API page, "Import cost").
+    assert lines(ROOT / "runtime_core" / "process" / "process.py") <= 460

@@ -18,7 +18,7 @@ import psycopg
 from runtime_core import crashpoints
 from runtime_core.journal.entry import JournalEntry
 from runtime_core.journal.postgres.fencing import FENCE_SQL
-from runtime_core.journal.postgres.schema import checksum
+from runtime_core.journal.postgres.schema import ENTRIES_FROM, PROCESS_ID, checksum
 from runtime_core.journal.provider import (
     DELIVERY_KEEP_SECONDS,
     IndexRules,
@@ -139,9 +139,15 @@ def _index_sql(entry: JournalEntry, seq: int, op: str, arg: Any, attached: str |
     raise JournalError(f"unknown index operation {op!r}")
 
 
-_INSERT_ENTRIES = ("INSERT INTO entries (process, process_id, seq, ts, entry_type, run_id, "
-                   "data, crc, epoch) VALUES ")
-_ENTRY_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_INSERT_ENTRIES = ("INSERT INTO entries (process, process_id, pid, seq, ts, entry_type, "
+                   "run_id, data, crc, epoch) VALUES ")
+# The process id is kept once, in incarnations (schema 4 on), the row names it by its number
+# (looked up in this very transaction, after the batch's first statement made sure it is there).
+_ENTRY_ROW = ("(%s, NULL, (SELECT pid FROM incarnations WHERE process_id = %s), %s, %s, %s, "
+              "%s, %s, %s, %s)")
+_ADD_INCARNATIONS = "INSERT INTO incarnations (process_id) VALUES "
+_INCARNATION_ROW = "(%s)"
+_INCARNATIONS_CONFLICT = " ON CONFLICT (process_id) DO NOTHING"
 _SET_HEADS = "INSERT INTO heads (process, last_seq) VALUES "
 _HEAD_ROW = "(%s, %s)"
 _HEADS_CONFLICT = " ON CONFLICT (process) DO UPDATE SET last_seq = excluded.last_seq"
@@ -165,6 +171,10 @@ async def write_batch(conn: psycopg.AsyncConnection[Any], batch: list[PendingApp
     statements = []
     if fenced in heads:  # first: the rest waits on its lock, and nothing lands if refused
         statements.append(literal(FENCE_SQL, (fenced, epoch)))
+    incarnations = sorted({item.row[1] for item in batch})
+    statements.append(_ADD_INCARNATIONS + ", ".join(
+        literal(_INCARNATION_ROW, (process_id,)) for process_id in incarnations)
+        + _INCARNATIONS_CONFLICT)
     statements.append(_INSERT_ENTRIES + ", ".join(
         literal(_ENTRY_ROW, (*item.row, epoch if item.row[0] == fenced else None))
         for item in batch))
@@ -183,8 +193,8 @@ async def written_before(conn: psycopg.AsyncConnection[Any], batch: list[Pending
     processes = [item.row[0] for item in batch]
     seqs = [item.row[2] for item in batch]
     cur = await conn.execute(
-        "SELECT process, seq, process_id, entry_type, crc FROM entries "
-        "WHERE (process, seq) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))",
+        f"SELECT e.process, e.seq, {PROCESS_ID}, e.entry_type, e.crc FROM {ENTRIES_FROM} "
+        "WHERE (e.process, e.seq) IN (SELECT * FROM unnest(%s::text[], %s::bigint[]))",
         (processes, seqs))
     found = {(r[0], int(r[1])): (r[2], r[3], int(r[4])) for r in await cur.fetchall()}
     if not found:

@@ -136,19 +136,24 @@ class PostgresJournal(SqlReads):
         self._error = None
         conn: AsyncConn | None = None
         pool: AsyncConnectionPool[AsyncConn] | None = None
+        opening: asyncio.Future[None] | None = None
         error: JournalError | None = None
         try:
             try:
-                conn = await self._connect()
-                await migrate(conn, self.path)
-                cur = await conn.execute("SELECT process, last_seq FROM heads")
-                self._heads = {str(row[0]): int(row[1]) for row in await cur.fetchall()}
                 pool = AsyncConnectionPool(
                     self._dsn, min_size=1, max_size=max(1, self.pool_size), open=False,
                     kwargs=self._connect_options(), timeout=self.read_timeout,
                     check=AsyncConnectionPool.check_connection, name="promptui-journal-reads",
                     reconnect_timeout=POOL_RECONNECT)
-                await pool.open(wait=True, timeout=self.connect_timeout)
+                # The read pool connects while the writer connects and migrates (a start is
+                # ready sooner: these were one round trip after the other).
+                opening = asyncio.ensure_future(
+                    pool.open(wait=True, timeout=self.connect_timeout))
+                conn = await self._connect()
+                await migrate(conn, self.path)
+                cur = await conn.execute("SELECT process, last_seq FROM heads")
+                self._heads = {str(row[0]): int(row[1]) for row in await cur.fetchall()}
+                await opening
             except (psycopg.Error, PoolTimeout) as exc:
                 error = self._failure(
                     f"cannot open journal {self.path}: check that PostgreSQL is running and "
@@ -156,6 +161,10 @@ class PostgresJournal(SqlReads):
             if error is not None:
                 raise error  # not in the except block: the original is its cause only if clean
         except BaseException:
+            if opening is not None and not opening.done():
+                opening.cancel()
+                with contextlib.suppress(BaseException):
+                    await opening
             if pool is not None:
                 await pool.close()
             if conn is not None:

@@ -15,10 +15,10 @@ from typing import Any
 
 import psycopg
 
-from runtime_core.journal.entry import JournalEntry
+from runtime_core.journal.entry import TYPE_INDEXED, TYPES_INDEXED, JournalEntry
 from runtime_core.journal.provider import JournalError, ReadFilter
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 #: pg_advisory_xact_lock key held while migrating: two nodes opening a fresh database at once
 #: migrate one after the other (the second finds the work done). "promptui" as 8 bytes.
 MIGRATION_LOCK = int.from_bytes(b"promptui", "big") & 0x7FFF_FFFF_FFFF_FFFF
@@ -62,6 +62,30 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # the fencing epoch a scale-out node wrote the entry under (NULL: an unfenced journal)
     2: ["ALTER TABLE entries ADD COLUMN IF NOT EXISTS epoch BIGINT NULL"],
+    # 3: the SQLite journal's schemas 3 and 5 here. The entry type index keeps only the rare
+    # types a start, a rewind or a status looks up the last of (it was a row per entry, a
+    # sixth of a run's bytes); a query for one says the index's term too (``read_sql``).
+    # And a run's entries leave out what a reader rebuilds (see the SQLite schema 5).
+    3: ["DROP INDEX IF EXISTS entries_by_type",
+        "CREATE INDEX entries_by_type ON entries (process, entry_type, seq) WHERE "
+        + TYPE_INDEXED],
+    # 4: the SQLite journal's schema 6: a run's entries leave out more of what a reader
+    # rebuilds exactly (journal.left_out). And an entry names its process incarnation by a
+    # number, as SQLite's do (the id's text was a tenth of a run's bytes): new rows keep
+    # ``pid`` and leave ``process_id`` NULL, older rows keep their text; a reader takes
+    # whichever the row has (``SELECT_ENTRIES``). The check holds every row to one of them.
+    # The queue loses its order index, as SQLite's did at its schema 3: it holds only what is
+    # queued, read in order by a sort; each event's index row was a page touched twice.
+    4: [
+        "DROP INDEX IF EXISTS pending_order",
+        """CREATE TABLE IF NOT EXISTS incarnations (
+            pid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            process_id TEXT NOT NULL UNIQUE)""",
+        "ALTER TABLE entries ADD COLUMN IF NOT EXISTS pid BIGINT NULL",
+        "ALTER TABLE entries ALTER COLUMN process_id DROP NOT NULL",
+        "ALTER TABLE entries ADD CONSTRAINT entries_incarnation "
+        "CHECK (process_id IS NOT NULL OR pid IS NOT NULL) NOT VALID",
+    ],
 }
 
 
@@ -115,8 +139,12 @@ def checksum(text: str) -> int:
     return zlib.crc32(text.encode("utf-8"))
 
 
-SELECT_ENTRIES = ("SELECT e.process, e.process_id, e.seq, e.ts, e.entry_type, e.run_id, "
-                  "e.data, e.crc FROM entries e")
+#: An entry's process id: its own text (schema 3 and older) or its incarnation's (schema 4 on).
+PROCESS_ID = "COALESCE(e.process_id, i.process_id)"
+#: The entries with their incarnations (``e`` and ``i``), for a SELECT's FROM.
+ENTRIES_FROM = "entries e LEFT JOIN incarnations i ON i.pid = e.pid"
+SELECT_ENTRIES = (f"SELECT e.process, {PROCESS_ID}, e.seq, e.ts, e.entry_type, e.run_id, "
+                  f"e.data, e.crc FROM {ENTRIES_FROM}")
 
 
 def row_to_entry(row: Any) -> JournalEntry:
@@ -139,6 +167,8 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
     """The SELECT (and its parameters) for the entries ``query`` asks for, in its order."""
     where: list[str] = []
     params: list[Any] = []
+    if query.entry_type in TYPES_INDEXED:  # the planner then sees the partial index covers it
+        where.append("e." + TYPE_INDEXED)
     for value, clause in ((query.process, "e.process = %s"),
                           (query.entry_type, "e.entry_type = %s"),
                           (query.run_id, "e.run_id = %s"),

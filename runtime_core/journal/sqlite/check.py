@@ -43,6 +43,8 @@ from runtime_core.journal.sqlite.schema import (
 )
 
 MAX_PROBLEMS = 20
+#: How many runs one query of the run index asks for (well under SQLite's parameter limit).
+RUNS_PER_QUERY = 500
 #: The entry a salvage writes where an entry was lost (``salvage``).
 LOST = EntryType.LOST
 _OPEN_STATES = ("running", "waiting")
@@ -210,12 +212,10 @@ def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> li
         problems.append(f"the entry type index says the last checkpoint of {process!r} is "
                         f"entry {process}:{checkpoint}, the entries say {process}:"
                         f"{seen_checkpoint}")
-    for run_id in sorted(unfinished | set(indexed)):
-        # What recovery reads of the run (its process's entries by the run index), from where
-        # the scan above started: a fork's copies or an older use of the id are not damage.
-        found = {int(r[0]) for r in conn.execute(
-            "SELECT id FROM entries INDEXED BY entries_by_run WHERE run_id = ? AND process = ? "
-            "AND seq >= ?", (run_id, process, start))}
+    checked = sorted(unfinished | set(indexed))
+    by_index = _indexed_rows(conn, process, checked, start)
+    for run_id in checked:
+        found = by_index.get(run_id, set())
         table = rows_of.get(run_id, {})
         missed = ", ".join(f"{process}:{table[i]}" for i in sorted(set(table) - found))
         if missed:
@@ -225,6 +225,22 @@ def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> li
             problems.append(f"the run index gives run {run_id} of {process!r} "
                             f"{len(found - set(table))} entries that are not its own")
     return problems + _check_open_runs(process, indexed, started, unfinished, blurred)
+
+
+def _indexed_rows(conn: sqlite3.Connection, process: str, run_ids: list[str],
+                  start: int) -> dict[str, set[int]]:
+    """What recovery reads of each run (its process's entries by the run index), from where
+    the scan started (a fork's copies or an older use of the id are not damage): the row ids
+    by run, one query for many runs (a crash with many runs in flight: not one query each)."""
+    found: dict[str, set[int]] = {}
+    for at in range(0, len(run_ids), RUNS_PER_QUERY):
+        page = run_ids[at:at + RUNS_PER_QUERY]
+        for rowid, run_id in conn.execute(
+                "SELECT id, run_id FROM entries INDEXED BY entries_by_run WHERE run_id IN "
+                f"({', '.join('?' * len(page))}) AND process = ? AND seq >= ?",
+                (*page, process, start)):
+            found.setdefault(str(run_id), set()).add(int(rowid))
+    return found
 
 
 def _check_open_runs(process: str, indexed: dict[str, tuple[str, str, object]],

@@ -62,6 +62,7 @@ class SQLiteJournal(SqlReads):
     aside with ``start_fresh``), never glued onto; ``promptui journal salvage`` rescues it."""
 
     SELECT_ENTRIES = SELECT_ENTRIES
+    BY_RUN_PROCESS = "+e.process"  # the run index finds a read by run ids, not (process, seq)
     read_sql = staticmethod(read_sql)
     row_to_entry = staticmethod(row_to_entry)
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime_core import aio_sqlite
+from runtime_core.journal.entry import TYPE_INDEXED as _TYPE_INDEXED
+from runtime_core.journal.entry import TYPES_INDEXED as _TYPES_INDEXED
 from runtime_core.journal.provider import JournalError
 from runtime_core.journal.sqlite.lock import ELSEWHERE, make_private
 from runtime_core.journal.sqlite.vacuum import (
@@ -24,18 +26,13 @@ if TYPE_CHECKING:  # only a type here: reading a journal file read-only needs no
 
     from runtime_core.journal.sqlite.left_behind import LeftBehind
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 #: How check_readable's reason for a journal of a newer promptui starts (never damage).
 NEWER = "written by a newer promptui"
 SQLITE_HEADER = b"SQLite format 3\x00"
-#: The entry types the entry type index holds (schema 3 on): the rare ones whose last entry a
-#: start, a rewind or a status looks up. A query for one of them must say this very term too,
-#: or SQLite cannot tell that the partial index covers it (``queries`` does).
-#: Schema 3's index: a later change to this list is a new migration, not an edit.
-TYPES_INDEXED = ("state_transition", "profile", "config_changed", "dead_letters_cleared",
-                 "restart", "restart_exhausted", "checkpoint", "recovered",
-                 "instructions_updated", "rewind", "forked", "imported", "incident", "shutdown")
-TYPE_INDEXED = "entry_type IN (" + ", ".join(f"'{t}'" for t in TYPES_INDEXED) + ")"
+#: The entry types the entry type index holds (schema 3 on; entry.TYPES_INDEXED).
+TYPE_INDEXED = _TYPE_INDEXED
+TYPES_INDEXED = _TYPES_INDEXED
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -119,6 +116,16 @@ MIGRATIONS: dict[int, list[str]] = {
             process TEXT PRIMARY KEY, before_seq INTEGER NOT NULL, removed INTEGER NOT NULL,
             at REAL NOT NULL)""",
     ],
+    # 5: the entries' data of a run is smaller, no table changes: a run's end whose messages
+    # are its goal and its reply leaves them out (rebuilt from its run_started), and zero
+    # counts, empty lists and maps are left out of model usage, tool results and artifacts.
+    # The version says so to an older promptui, which would read such an end as no messages
+    # (it refuses the file as "written by a newer promptui"). Older entries read as they were.
+    5: [],
+    # 6: a run's entries leave out more of what a reader rebuilds exactly (journal.left_out):
+    # a standard goal (its parts kept), an intent's idempotency key run_id:step, a result's
+    # automatic action artifact. No table changes; an older promptui refuses the file.
+    6: [],
 }
 
 

@@ -5,7 +5,6 @@ best matches for its event. close() closes it; the next start opens a new one.""
 from __future__ import annotations
 
 from runtime_core.agent.tools import AgentTool
-from runtime_core.journal.sqlite.journal import SQLiteJournal
 from runtime_core.memory.factory import memory_status, open_memory
 from runtime_core.memory.inject import MemoryInjector
 from runtime_core.memory.provider import MemoryProvider
@@ -26,6 +25,8 @@ class MemoryPart(Part):
     async def start(self) -> None:
         config = self.core.config.memory
         journal = self.core.journal
+        from runtime_core.journal.sqlite.journal import SQLiteJournal  # loaded with the journal
+
         journal_file = journal.path if isinstance(journal, SQLiteJournal) else None
         self.provider = await open_memory(self.provider, config, self.core.name, journal_file)
         self.core.memory_block = MemoryInjector(self.provider, config) \
