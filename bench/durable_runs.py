@@ -175,9 +175,23 @@ def storage_bytes(backend: str, where: str) -> int:
 
 # -- children (fresh interpreters) -------------------------------------------------------------
 async def child_ready(backend: str, where: str) -> None:
-    """Print the ms from constructing the process to start() returning, then stop."""
+    """Print the ms from constructing the process to start() returning, then stop. What a
+    start imports lazily is imported first (a warm-up process on a throwaway in-memory journal,
+    and the journal backends' modules), as a long-running host has it: ``import_times``
+    measures the imports."""
+    import importlib
+
     from runtime_core import AgentProcess
 
+    warm = process_config(backend, where).model_copy(
+        update={"journal": process_config("sqlite", "")
+                .journal.model_copy(update={"backend": "memory"})})
+    warm_up = AgentProcess("warm-up", warm)
+    await warm_up.start()
+    await warm_up.stop()
+    for module in ("runtime_core.journal.sqlite", "runtime_core.journal.postgres", "aiosqlite",
+                   "psycopg", "psycopg_pool", "runtime_core.journal.factory"):
+        importlib.import_module(module)
     config = process_config(backend, where)
     began = time.perf_counter()
     process = AgentProcess(PROCESS, config)
