@@ -40,7 +40,9 @@ def summarize(entry: JournalEntry) -> str:
         return f"answer to {d.get('server')}: {d.get('action')} by {d.get('actor', 'operator')}"
     if t == EntryType.MODEL_USAGE:
         calls = d.get("tool_calls") or []
-        what = f"asks for {len(calls)} tool(s)" if calls else _short(d.get("reply", ""), 50)
+        # A final turn's reply is kept by its run_finished: say so rather than show nothing.
+        what = f"asks for {len(calls)} tool(s)" if calls else \
+            _short(d.get("reply", ""), 50) or f"replies ({d.get('output_tokens', 0)} tokens)"
         return f"model turn {d.get('turn', '')}: {what}"
     if t == EntryType.TOOL_INTENT:
         return f"{d.get('effect')} {d.get('tool')}({_short(d.get('args', {}), 50)})"
