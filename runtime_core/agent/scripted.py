@@ -86,14 +86,20 @@ def _substitute(value: Any, request: ModelRequest) -> Any:
 def _turn_results(messages: list[dict[str, Any]], turns: int) -> list[str]:
     """The tool results of each of the run's ``turns`` earlier model calls, oldest first:
     each one that called tools left an assistant message, then the tools' answers."""
+    # From the end: only the last ``turns`` groups count, and the conversation before this
+    # run (kept across runs) can be long.
     groups: list[list[str]] = []
-    for message in messages:
+    answers: list[str] = []
+    for message in reversed(messages):
+        if len(groups) >= turns:
+            break
         role = message.get("role")
-        if role == "assistant" and message.get("tool_calls"):
-            groups.append([])
-        elif role == "tool" and groups:
-            groups[-1].append(str(message.get("content") or ""))
-    texts = ["\n".join(group) for group in groups[-turns:]] if turns else []
+        if role == "tool":
+            answers.append(str(message.get("content") or ""))
+        elif role == "assistant" and message.get("tool_calls"):
+            groups.append(answers[::-1])
+            answers = []
+    texts = ["\n".join(group) for group in reversed(groups)]
     return [""] * (turns - len(texts)) + texts
 
 
@@ -106,6 +112,10 @@ class ScriptedModel:
         self._scripts = {key: _CompiledScript(key, turns) for key, turns in spec.scripts.items()}
         if spec.turns:
             self._scripts.setdefault(DEFAULT_SCRIPT, _CompiledScript(DEFAULT_SCRIPT, spec.turns))
+        # No turn branches on a result: the script is chosen by the event alone (no need to
+        # read the run's tool results back from the messages each turn).
+        self._branches = any(turn.on_result for turns in (spec.turns, *spec.scripts.values())
+                             for turn in turns)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
@@ -135,6 +145,8 @@ class ScriptedModel:
         an ``on_result`` branch of an earlier turn switched to (found again from the
         messages each time: the model keeps no state)."""
         script, start = self.choose_script(request.event), 0
+        if not self._branches:
+            return script, request.turn
         results = _turn_results(request.messages, request.turn)
         for index in range(request.turn):
             turn, _ = script.turn_at(index - start)

@@ -69,6 +69,9 @@ class Delivery:
         self._running: dict[int, TriggerEvent] = {}  # worker -> event whose run is in flight
         self._workers: dict[int, asyncio.Task[None]] = {}
         self._gate = asyncio.Event()
+        #: Set while closed once the queue went to dead letters (a failure, a dead-lettering
+        #: stop): the reason and error an event committed after that is dead-lettered with.
+        self._emptied_as: tuple[str, str] | None = None
         self._no_runs = asyncio.Event()
         self._no_runs.set()
         #: Why the events of cancelled workers are dead-lettered; None: a stop that keeps the
@@ -162,8 +165,15 @@ class Delivery:
         self._freed()
 
     def commit(self, event: TriggerEvent) -> None:
-        """Queue ``event`` into the slot reserved for it (it always fits)."""
+        """Queue ``event`` into the slot reserved for it (it always fits). An event whose
+        journaling ended after the queue went to dead letters (the process failed meanwhile)
+        follows it there, as it would have had it arrived a moment sooner."""
         self._reserved -= 1
+        if self._emptied_as is not None and not self._gate.is_set():
+            reason, why = self._emptied_as
+            self.dead_letter(event, reason, last_error(event) or why, 0)
+            self._freed()
+            return
         self._queue.put_nowait(event)
         self._depth_changed()
 
@@ -181,6 +191,7 @@ class Delivery:
 
     # -- the gate: workers take events only while it is open (process RUNNING) -----------------
     def open(self) -> None:
+        self._emptied_as = None
         self._gate.set()
 
     def close(self) -> None:
@@ -359,6 +370,8 @@ class Delivery:
             del self._held[index]
             letter(event)
             count += 1
+        if include_queue and not self._gate.is_set():
+            self._emptied_as = (reason, why)
         while include_queue:
             try:
                 event = self._queue.get_nowait()
