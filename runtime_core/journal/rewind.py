@@ -178,26 +178,25 @@ class RewindEngine:
                                 ) -> tuple[int, list[Message]]:
         """The last rewind or fork before entry ``seq`` (None: now) that set a whole
         conversation: its seq (0: none) and that conversation."""
-        base: list[Message] = []
-        since = 0
-        for kind in BASE_TYPES:
-            found = await self.journal.read(ReadFilter(
-                process=process, entry_type=kind, until_seq=seq, newest_first=True, limit=1))
-            if found and found[0].seq > since and isinstance(
-                    found[0].data.get("conversation"), list):
-                base, since = list(found[0].data["conversation"]), found[0].seq
-        return since, base
+        return _base_of(await asyncio.gather(*(self.journal.read(ReadFilter(
+            process=process, entry_type=kind, until_seq=seq, newest_first=True, limit=1))
+            for kind in BASE_TYPES)))
 
     async def placed_conversation(self, process: str, seq: int | None,
                                   max_messages: int = 0) -> list[Placed]:
         """``conversation_before``, each message with its place in the journal: the entry that
         brought it (a run's end, or the rewind or fork that set a whole conversation) and its
         index there. Two lists read from one journal name the same message the same way."""
-        since, base = await self.conversation_base(process, seq)
         runs = (max_messages + 1) // 2 if max_messages else 1000  # "all": 1,000 runs back
-        finished = await self.journal.read(ReadFilter(
-            process=process, entry_type=EntryType.RUN_FINISHED, since_seq=since, until_seq=seq,
-            newest_first=True, limit=runs))
+        # The base and the newest run ends read at once (a start waits for each read): the
+        # newest ``runs`` ends, of those after the base, are the newest ``runs`` after it.
+        *bases, newest = await asyncio.gather(*(self.journal.read(ReadFilter(
+            process=process, entry_type=kind, until_seq=seq, newest_first=True, limit=1))
+            for kind in BASE_TYPES), self.journal.read(ReadFilter(
+                process=process, entry_type=EntryType.RUN_FINISHED, until_seq=seq,
+                newest_first=True, limit=runs)))
+        since, base = _base_of(bases)
+        finished = [entry for entry in newest if entry.seq > since]
         messages: list[Placed] = [((since, i), m) for i, m in enumerate(base)]
         # Their starts read at once (one query, not one per run: on every start's path).
         ends = finished[::-1]
@@ -349,3 +348,15 @@ def rewind_entry_data(plan: RewindPlan, actor: str, context: dict[str, Any],
             "conversation_affected": plan.conversation_affected,
             "state_affected": plan.state_affected, "outside_effects": len(plan.outside_effects),
             "context_state": context, "conversation": conversation}
+
+
+def _base_of(found: Sequence[list[JournalEntry]]) -> tuple[int, list[Message]]:
+    """The newest of the last entry of each BASE_TYPES kind that set a whole conversation:
+    its seq (0: none) and that conversation."""
+    base: list[Message] = []
+    since = 0
+    for entries in found:
+        if entries and entries[0].seq > since and isinstance(
+                entries[0].data.get("conversation"), list):
+            base, since = list(entries[0].data["conversation"]), entries[0].seq
+    return since, base

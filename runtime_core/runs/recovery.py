@@ -82,21 +82,23 @@ async def recover_process(
     summary's ``context_keys`` when a run ended after the last checkpoint we wrote (the spec's
     checkpoint after that run would hold it)."""
     engine = ReplayEngine(journal)
-    replayed = await engine.recover(name)
+    # The reads that do not depend on each other at once: a start waits for each read's
+    # round trip to the reading thread, not for the reads themselves (they take microseconds).
+    replayed, conversation, queued, dead_total, stored_runs = await asyncio.gather(
+        engine.recover(name), engine.conversation(name, max_messages),
+        journal.pending_events(name), journal.dead_letter_count(name), journal.open_runs(name))
     if not replayed["found"]:
         return None
-    conversation = await engine.conversation(name, max_messages)
-    pending = [TriggerEvent.from_dict(e) for e in await journal.pending_events(name)]
-    dead_total = await journal.dead_letter_count(name)
+    pending = [TriggerEvent.from_dict(e) for e in queued]
     dead = [stored_letter(d) for d in await journal.dead_letters(
-        name, offset=max(0, dead_total - dead_letter_size))]
+        name, offset=max(0, dead_total - dead_letter_size))] if dead_total else []
     by_id = {event.event_id: event for event in pending}
     recovery = Recovery(
         summary={}, context_state=replayed["context_state"], conversation=conversation,
         invocation_count=replayed["invocation_count"], dead=dead, dead_total=dead_total,
         checkpoint=replayed["checkpoint"],
     )
-    open_runs = [r for r in await journal.open_runs(name) if r.event_id in by_id]
+    open_runs = [r for r in stored_runs if r.event_id in by_id]
     rebuilds = [rebuild_run(entries) for entries in await _runs_entries(journal, name, open_runs)]
     identities = await _full_identities(journal, name, rebuilds)
     waits = []

@@ -247,7 +247,10 @@ async def test_a_crash_before_a_write_result_commits_parks_the_run_and_repeats_n
     assert waiting[0]["idempotency_key"] in {line.split()[0] for line in ledger(tmp_path)}
     final = await run_worker(tmp_path, reconcile=True, mcp=mcp)
     facts = check_invariants(tmp_path, crashed.acks, final, mcp=mcp)
-    assert len(ledger(tmp_path)) == 3 and facts["applied"] == 1
+    # The third event may not have been accepted yet when the second write's return killed
+    # the worker (a loaded machine): then it never existed, and the ledger has two lines.
+    assert len(ledger(tmp_path)) in (2, 3) and len(ledger(tmp_path)) >= len(crashed.acks)
+    assert facts["applied"] == 1
 
 
 async def test_random_sigkill_soak(tmp_path: Path) -> None:

@@ -185,3 +185,47 @@ async def test_the_entries_of_many_runs_are_read_in_one_query_on_postgres(pg_dsn
             ("r3", EntryType.RUN_STARTED), ("r3", EntryType.MODEL_USAGE)]
     finally:
         await journal.close()
+
+
+#: The queries a start after a clean stop reads with: its checkpoint and what follows, the
+#: conversation's bases (rewind, fork), its newest run ends and their starts, the queue, the
+#: dead letter count and the open runs (no dead letters read when it counts none).
+CLEAN_START_READS = 9
+
+
+async def test_a_clean_start_reads_no_dead_letters_when_it_counts_none(tmp_path: Path) -> None:
+    db = tmp_path / "journal.db"
+    await workload.run_workload(db, 3)
+    reads, conversation = await reads_of_a_start(db)
+    assert len(conversation) == 6
+    assert reads <= CLEAN_START_READS, reads
+
+
+def wal_bytes(db: Path) -> int:
+    wal = db.with_name(db.name + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+async def test_opening_a_journal_a_clean_stop_left_commits_nothing(tmp_path: Path) -> None:
+    """The writer's settings an existing file already has are not set again: setting one is a
+    write transaction (a WAL frame and an fsync) on every open, before any entry."""
+    db = tmp_path / "journal.db"
+    await workload.run_workload(db, 2)
+    assert wal_bytes(db) == 0  # the clean stop folded the WAL into the file
+    journal = SQLiteJournal(db)
+    await journal.open()
+    try:
+        assert wal_bytes(db) == 0  # opened: nothing committed yet
+        with sqlite3.connect(db) as conn:  # and the file keeps its incremental vacuuming
+            assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+    finally:
+        await journal.close()
+
+
+async def test_a_new_journal_is_still_made_with_incremental_vacuuming(tmp_path: Path) -> None:
+    db = tmp_path / "journal.db"
+    journal = SQLiteJournal(db)
+    await journal.open()
+    await journal.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2

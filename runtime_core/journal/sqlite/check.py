@@ -36,9 +36,9 @@ from runtime_core.journal.sqlite.schema import (
     NEWER,
     TYPE_INDEXED,
     DamagedJournal,
-    check_readable,
     checksum,
     move_aside,
+    open_checked,
     readonly_uri,
 )
 
@@ -67,11 +67,11 @@ def take_file(path: Path, *, start_fresh: bool, act: bool) -> DamagedJournal | N
     start must refuse (any damage, unless ``start_fresh``); returns the damage it moved aside
     (``act``; without ``act`` nothing is moved and the damage that would be is returned), or
     None for a sound file."""
-    unreadable = check_readable(path)
+    unreadable, conn = open_checked(path)  # one connection for both checks
     if unreadable is not None:
         reason, readable = unreadable, False
     else:
-        problems = find_damage(path)
+        problems = find_damage(path, conn)
         if not problems:
             return None
         reason = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1
@@ -87,12 +87,14 @@ def take_file(path: Path, *, start_fresh: bool, act: bool) -> DamagedJournal | N
                           left_behind=left_behind(moved, path, reason))
 
 
-def find_damage(path: Path) -> list[str]:
+def find_damage(path: Path, conn: sqlite3.Connection | None = None) -> list[str]:
     """What is wrong where a start reads ``path`` (a readable SQLite journal); [] if nothing.
-    Each problem names the entry, run or event where it is."""
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=5)
+    Each problem names the entry, run or event where it is. ``conn``: a read-only connection
+    to it (``open_checked``'s), closed here; None: one is opened."""
+    if conn is None:
+        if not path.exists() or path.stat().st_size == 0:
+            return []
+        conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=5)
     try:
         return _problems(conn)[:MAX_PROBLEMS]
     except sqlite3.DatabaseError as exc:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,6 +53,18 @@ def _acceptance_first(item: PendingAppend) -> int:
     # Waking an event's sender before the rest lets it submit its next event before the
     # writer takes its next batch (the tasks a settle wakes run in the order woken).
     return 0 if getattr(item[0], "entry_type", None) == EntryType.EVENT_ACCEPTED else 1
+
+
+@dataclass(slots=True)
+class _Opened:
+    """What opening the file found and made: the damage moved aside (None: sound), the
+    damaged files earlier starts left beside it, the writing connection, heads and pids."""
+
+    damage: DamagedJournal | None
+    earlier: list[LeftBehind]
+    conn: sqlite3.Connection
+    heads: dict[str, int]
+    pids: dict[str, int]
 
 
 class SQLiteJournal(SqlReads):
@@ -122,23 +135,26 @@ class SQLiteJournal(SqlReads):
         self._closed = False
         self._error = None
         self.read_only = None
-        try:
-            damage = await asyncio.to_thread(self._take, True)
+        try:  # one thread hop for the whole file side of an open (each hop is a wait)
+            opened = await asyncio.to_thread(self._open_file)
         except JournalLocked as held:
             await self._open_read_only(held)
             return
         try:
-            await self._left_behind(damage)
-            await self._connect()
+            self._left_behind(opened.damage, opened.earlier)
+            self._connect(opened)
+            self._reader = await connect_reader(self.path, self.busy_timeout_ms)
+            self.retention.start()
         except BaseException:
+            if self._writer is None:  # else the writer thread has it
+                opened.conn.close()
             await self._disconnect()
             self._lock.release()
             raise
 
-    async def _left_behind(self, damage: DamagedJournal | None) -> None:
+    def _left_behind(self, damage: DamagedJournal | None, earlier: list[LeftBehind]) -> None:
         """Say (in the log, ``left_behind`` and to ``on_damage``) what a start that moved a
         damaged file aside left behind, and what earlier ones left beside it."""
-        earlier = await asyncio.to_thread(found_beside, self.path)
         moved = damage.moved_to if damage is not None else None
         kept = damage.left_behind if damage is not None else None
         if damage is not None:
@@ -176,22 +192,33 @@ class SQLiteJournal(SqlReads):
         self._reader = await connect_reader(self.path, self.busy_timeout_ms, read_only=True)
         self.read_only = held
 
-    async def _connect(self) -> None:
-        conn = await asyncio.to_thread(connect_writer, self.path, self.busy_timeout_ms)
+    def _open_file(self) -> _Opened:
+        """On a worker thread: the lock, the file's checks (``check``), what earlier starts
+        left beside it, the writing connection (``connect_writer``) and the seq heads."""
+        damage = self._take(True)
         try:
-            self._heads = {row[0]: int(row[1]) for row in conn.execute(
+            earlier = found_beside(self.path)
+            conn = connect_writer(self.path, self.busy_timeout_ms)
+        except BaseException:
+            self._lock.release()
+            raise
+        try:
+            heads = {row[0]: int(row[1]) for row in conn.execute(
                 "SELECT process, last_seq FROM heads")}
             pids = {row[0]: int(row[1]) for row in conn.execute(
                 "SELECT process_id, pid FROM incarnations")}
         except BaseException:
             conn.close()
+            self._lock.release()
             raise
-        self._writer = WriterThread(conn, pids, path=self.path,
+        return _Opened(damage, earlier, conn, heads, pids)
+
+    def _connect(self, opened: _Opened) -> None:
+        self._heads = opened.heads
+        self._writer = WriterThread(opened.conn, opened.pids, path=self.path,
                                     loop=asyncio.get_running_loop(), settle=self._settle,
                                     on_fault=self._on_fault, max_batch=self.max_batch,
                                     times=self.commit_times)
-        self._reader = await connect_reader(self.path, self.busy_timeout_ms)
-        self.retention.start()
 
     # -- writing ---------------------------------------------------------------------------------
     def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:

@@ -154,9 +154,11 @@ def connect_writer(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     conn: sqlite3.Connection | None = None
     try:
         make_private(path)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        set_incremental(conn)  # a new file: before its first table (and WAL) or never
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                               timeout=busy_timeout_ms / 1000)  # the busy timeout
+        if not int(conn.execute("PRAGMA page_count").fetchone()[0]):  # a new file:
+            set_incremental(conn)  # before its first table (and WAL) or never; on an
+            # existing file setting it again is a write transaction (an fsync) each open
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         migrate(conn)
@@ -178,14 +180,12 @@ async def connect_reader(path: Path, busy_timeout_ms: int, *,
                          read_only: bool = False) -> aiosqlite.Connection:
     """A reading connection (reads never wait for the writer in WAL mode); ``read_only``: one
     that cannot write either, for a journal another writer holds."""
+    timeout = busy_timeout_ms / 1000  # sqlite3's busy timeout: no PRAGMA round trip
     try:
         if read_only:
-            conn = await aio_sqlite.connect(f"file:{path}?mode=ro", uri=True,
-                                            isolation_level=None)
-        else:
-            conn = await aio_sqlite.connect(path, isolation_level=None)
-        await conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        return conn
+            return await aio_sqlite.connect(f"file:{path}?mode=ro", uri=True,
+                                            isolation_level=None, timeout=timeout)
+        return await aio_sqlite.connect(path, isolation_level=None, timeout=timeout)
     except sqlite3.Error as exc:
         raise _cannot_write(path, exc) from exc
 
@@ -224,26 +224,44 @@ def readonly_uri(path: Path) -> str:
 
 def check_readable(path: Path) -> str | None:
     """Return why an existing journal file cannot be used, or None when it looks sound."""
+    reason, conn = open_checked(path)
+    if conn is not None:
+        conn.close()
+    return reason
+
+
+def open_checked(path: Path) -> tuple[str | None, sqlite3.Connection | None]:
+    """``check_readable``, and the read-only connection (``readonly_uri``) it read the file
+    by, still open for the checks after it (one connection for all of a start's checks);
+    None when there is no file or it cannot be used. The caller closes it."""
     if not path.exists() or path.stat().st_size == 0:
-        return None
+        return None, None
     with path.open("rb") as fh:
         if fh.read(16) != SQLITE_HEADER:
-            return "not an SQLite database (bad file header)"
+            return "not an SQLite database (bad file header)", None
     try:
         conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=5)
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        finally:
-            conn.close()
     except sqlite3.DatabaseError as exc:
-        return f"database error: {exc}"
+        return f"database error: {exc}", None
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        reason = _unusable(row)
+    except sqlite3.DatabaseError as exc:
+        reason = f"database error: {exc}"
     except ValueError as exc:  # text that is not UTF-8 any more
-        return f"its meta table cannot be decoded: {exc}"
+        reason = f"its meta table cannot be decoded: {exc}"
+    if reason is not None:
+        conn.close()
+        return reason, None
+    return None, conn
+
+
+def _unusable(row: tuple[object, ...] | None) -> str | None:
     if row is None:
         return "no schema version recorded"
     if not str(row[0]).isdigit():
         return f"its schema version {row[0]!r} is not a number"
-    if int(row[0]) > SCHEMA_VERSION:
+    if int(str(row[0])) > SCHEMA_VERSION:
         return f"{NEWER} (schema {row[0]}, this one knows {SCHEMA_VERSION})"
     return None
 
