@@ -149,15 +149,9 @@ async def throughput(backend: str, where: str, events: int, producers: int) -> d
 
 def storage_bytes(backend: str, where: str) -> int:
     if backend == "sqlite":
-        conn = sqlite3.connect(where)
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            pages = conn.execute("PRAGMA page_count").fetchone()[0]
-            size = conn.execute("PRAGMA page_size").fetchone()[0]
-            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-        finally:
-            conn.close()
-        return int((pages - free) * size)
+        from e2e_events import journal_bytes  # this folder's: the same count e2e_events prints
+
+        return journal_bytes(Path(where))
     import psycopg
 
     with psycopg.connect(where, autocommit=True) as conn:
