@@ -183,8 +183,8 @@ async def child_ready(backend: str, where: str) -> None:
     warm_up = AgentProcess("warm-up", warm)
     await warm_up.start()
     await warm_up.stop()
-    for module in ("runtime_core.journal.sqlite", "runtime_core.journal.postgres", "aiosqlite",
-                   "psycopg", "psycopg_pool", "runtime_core.journal.factory"):
+    for module in ("runtime_core.journal.sqlite.journal", "runtime_core.journal.postgres.journal",
+                   "aiosqlite", "psycopg", "psycopg_pool", "runtime_core.journal.factory"):
         importlib.import_module(module)
     config = process_config(backend, where)
     began = time.perf_counter()

@@ -48,8 +48,8 @@ NAME = "bench"
 #: Modules a start imports lazily (to keep ``import runtime_core`` light): imported before the
 #: clock, as a long-running host has them; ``imported_in_start`` lists any the start still
 #: imported.
-START_IMPORTS = ("runtime_core.process.dispatch", "runtime_core.journal.sqlite",
-                 "runtime_core.journal.postgres", "runtime_core.journal.factory",
+START_IMPORTS = ("runtime_core.process.dispatch", "runtime_core.journal.sqlite.journal",
+                 "runtime_core.journal.postgres.journal", "runtime_core.journal.factory",
                  "runtime_core.journal.retention", "runtime_core.journal.memory",
                  "aiosqlite", "pydantic._internal._dataclasses", "runtime_core.process.intake",
                  "runtime_core.process.open_mode", "runtime_core.process.operator",

@@ -120,6 +120,15 @@ class _ToolImport:
             "function, check it with 'promptui validate', then start again")
 
 
+def _imported(item: str | ToolDeclaration) -> bool:
+    """Whether ``item``'s module is imported already, whole (not half-way in another thread:
+    importing it again would wait for that thread)."""
+    path = item.path if isinstance(item, ToolDeclaration) else item
+    module = sys.modules.get(path.partition(":")[0])
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
+
+
 def _settle(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -136,11 +145,14 @@ async def build_tools_within(declared_tools: Sequence[str | ToolDeclaration],
         return build_tools((), extra)
     limit = IMPORT_TIMEOUT if import_timeout is None else import_timeout
     job = _ToolImport(declared_tools)
-    finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    job.on_done.append(finished)
-    threading.Thread(target=job.run, name="promptui-tool-import", daemon=True).start()
-    if not job.done.is_set():
-        await asyncio.wait((finished,), timeout=limit)
+    if all(_imported(item) for item in declared_tools):
+        job.run()  # a restart in this interpreter: nothing to wait for, no thread to start
+    else:
+        finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        job.on_done.append(finished)
+        threading.Thread(target=job.run, name="promptui-tool-import", daemon=True).start()
+        if not job.done.is_set():
+            await asyncio.wait((finished,), timeout=limit)
     if not job.done.is_set():
         with config_field(f"tools[{len(job.loaded)}]"):
             raise job.hang_error(limit)

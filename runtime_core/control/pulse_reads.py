@@ -17,22 +17,27 @@ from runtime_core.journal.sqlite.journal import SQLiteJournal
 FOLD_LIMIT = 50_000
 
 _FAILED = ", ".join(f"'{state}'" for state in sorted(FAILED_STATES))
-# Per minute and type: entries, failures among run ends, tokens (a usage entry's own, or those
-# a run end folded in when its start was never written), cost when an entry recorded one.
+# Per minute and type: entries, failures among run ends, tokens (a usage entry's own, those a
+# tool intent or a run end carries (schema 7 on), or those a run end folded in when its start
+# was never written), cost when an entry recorded one.
+_CARRIED = "(SELECT SUM({term}) FROM json_each(data, '$.usage') AS u)"
+_FOLDED = "(SELECT SUM({term}) FROM json_each(data, '$.started.usage') AS u)"
+_TOKENS = ("COALESCE(json_extract(u.value, '$.input_tokens'), 0) "
+           "+ COALESCE(json_extract(u.value, '$.output_tokens'), 0)")
+_COST = "json_extract(u.value, '$.cost')"
 _GROUPED = f"""
 SELECT CAST(ts / ? AS INTEGER) AS minute, entry_type, COUNT(*),
        SUM(CASE WHEN json_extract(data, '$.state') IN ({_FAILED}) THEN 1 ELSE 0 END),
        SUM(COALESCE(json_extract(data, '$.input_tokens'), 0)
            + COALESCE(json_extract(data, '$.output_tokens'), 0)
-           + COALESCE((SELECT SUM(COALESCE(json_extract(u.value, '$.input_tokens'), 0)
-                                  + COALESCE(json_extract(u.value, '$.output_tokens'), 0))
-                       FROM json_each(data, '$.started.usage') AS u), 0)),
-       SUM(COALESCE(json_extract(data, '$.cost'),
-                    (SELECT SUM(json_extract(u.value, '$.cost'))
-                     FROM json_each(data, '$.started.usage') AS u)))
+           + COALESCE({_FOLDED.format(term=_TOKENS)}, 0)
+           + COALESCE({_CARRIED.format(term=_TOKENS)}, 0)),
+       SUM(COALESCE(json_extract(data, '$.cost'), {_FOLDED.format(term=_COST)},
+                    {_CARRIED.format(term=_COST)}))
 FROM entries
 WHERE process = ? AND ts >= ? AND entry_type IN ('{EntryType.RUN_FINISHED}',
-                                                 '{EntryType.MODEL_USAGE}')
+                                                 '{EntryType.MODEL_USAGE}',
+                                                 '{EntryType.TOOL_INTENT}')
 GROUP BY minute, entry_type
 """
 # A run time is known for a run whose start has its own entry (the end minus the start).
@@ -79,16 +84,12 @@ async def _folded(journal: JournalProvider, buckets: PulseBuckets, since: float)
                 if entry.run_id:
                     starts[entry.run_id] = entry.timestamp
                 continue
-            if entry_type == EntryType.MODEL_USAGE:
+            if entry_type == EntryType.MODEL_USAGE:  # with those intents and ends carry
                 buckets.usage(entry.timestamp, _tokens(data), _cost(data))
                 continue
             started = starts.get(entry.run_id or "")
             took = (entry.timestamp - started) * 1000.0 if started is not None else None
             buckets.run(entry.timestamp, str(data.get("state", "")), took)
-            folded = (data.get("started") or {}).get("usage") or []
-            if folded:
-                buckets.usage(entry.timestamp, sum(_tokens(u) for u in folded),
-                              _sum_costs([_cost(u) for u in folded]))
 
 
 def _tokens(data: Any) -> int:
@@ -100,11 +101,6 @@ def _tokens(data: Any) -> int:
 def _cost(data: Any) -> float | None:
     cost = data.get("cost") if isinstance(data, dict) else None
     return float(cost) if isinstance(cost, int | float) else None
-
-
-def _sum_costs(costs: list[float | None]) -> float | None:
-    known = [c for c in costs if c is not None]
-    return sum(known) if known else None
 
 
 def pulse_json(view: PulseView) -> dict[str, Any]:

@@ -16,10 +16,15 @@ entry durable with it:
 * ``run_finished``: before the run's outcome is reported to anyone outside (the caller awaits the
   future ``run_finished`` returns before it announces the run's end).
 
-Submitted without waiting: transitions, context updates, model usage (before the history it
-produced: the run's end or its next intent commits it), a read's result, dead letters (nobody
+Submitted without waiting: transitions, context updates, a read's result, dead letters (nobody
 waits, but a dead letter is reported only once its entry's future says it is durable),
 checkpoints. A crash loses only entries that nothing outside has seen.
+
+A model turn's usage is held until the run writes its next entry (schema 7 on): a tool intent
+or the run's end carries the turns before it in ``data["usage"]`` (``left_out.turns_of`` reads
+them back as the ``model_usage`` entries they stand for), and any other entry of the run has
+them written as their own ``model_usage`` entries first. Either way they are durable before the
+history they produced, in the same commit as the intent that acts on them.
 
 A run's start is held, not written, until the run writes something that must wait: a tool intent
 (or any other entry of the run but model usage) writes the start and the usage held so far, and
@@ -43,7 +48,7 @@ from runtime_core.agent.attachments import without_bytes
 from runtime_core.agent.model import ModelTurn, ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.left_out import leave_action_out, leave_goal_out
+from runtime_core.journal.left_out import USAGE, carry_turns, leave_action_out, leave_goal_out
 from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.triggers.base import TriggerEvent
 
@@ -59,6 +64,7 @@ class ProcessRecorder:
         self.process_id = process_id
         self.full = level == "full"
         self._held: dict[str, _HeldStart] = {}  # run id -> its start and usage, not yet written
+        self._turns: dict[str, list[dict[str, Any]]] = {}  # run id -> usage since its last entry
         self._goals: dict[str, str] = {}  # run id -> the goal its written run_started keeps
         self._profiles: set[str] = set()  # config digests whose profile entry is written
         self.runs_since_checkpoint = 0
@@ -84,9 +90,23 @@ class ProcessRecorder:
 
     def submit(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                attachment: Any = None) -> JournalEntry:
-        if run_id is not None and run_id in self._held:
-            self._write_start(run_id)
+        if run_id is not None:
+            self._write_before(run_id)
         return self._submit(entry_type, data, run_id=run_id, attachment=attachment)
+
+    def _write_before(self, run_id: str) -> None:
+        """What an entry of ``run_id`` that carries no model turns follows: the run's held
+        start, then its held model turns, each as its own entry."""
+        if run_id in self._held:
+            self._write_start(run_id)
+        for usage in self._turns.pop(run_id, ()):
+            self._submit(EntryType.MODEL_USAGE, usage, run_id=run_id)
+
+    def _turns_before(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's held start written, and the model turns an entry of it carries."""
+        if run_id in self._held:
+            self._write_start(run_id)
+        return self._turns.pop(run_id, [])
 
     def _submit(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                 attachment: Any = None) -> JournalEntry:
@@ -106,8 +126,8 @@ class ProcessRecorder:
 
     async def append(self, entry_type: str, data: dict[str, Any], *, run_id: str | None = None,
                      attachment: Any = None) -> JournalEntry:
-        if run_id is not None and run_id in self._held:
-            self._write_start(run_id)
+        if run_id is not None:
+            self._write_before(run_id)
         if self.sealed:
             raise JournalError(f"the journal of {self.process!r} is sealed (shut down): "
                                f"the {entry_type} entry is not written")
@@ -170,7 +190,9 @@ class ProcessRecorder:
         """Held until the run writes an entry that must wait, or folded into its end.
         ``trace_id``, ``span_id``: the OpenTelemetry trace of the run and its span, when it is
         traced (a run resumed after a restart goes on under that span)."""
-        data: dict[str, Any] = {"event_id": event_id, "attempt": attempt}
+        data: dict[str, Any] = {"event_id": event_id}
+        if attempt != 1:  # the first is left out (schema 7 on): a reader's default
+            data["attempt"] = attempt
         if identity is not None:
             data["identity"] = identity
         if trace_id:
@@ -205,15 +227,20 @@ class ProcessRecorder:
         # so what is rendered is what would have been kept).
         entry.data = leave_goal_out(entry.data, entry.timestamp)
         self._send(entry, None)
-        for usage in held.usage:
-            self._submit(EntryType.MODEL_USAGE, usage, run_id=run_id)
+        if self.full:
+            for usage in held.usage:
+                self._submit(EntryType.MODEL_USAGE, usage, run_id=run_id)
+        elif held.usage:  # carried by the entry that wrote the start, or written before it
+            self._turns[run_id] = [*held.usage, *self._turns.get(run_id, ())]
 
     def _usage(self, run_id: str, data: dict[str, Any]) -> None:
         held = self._held.get(run_id)
         if held is not None:
             held.usage.append(data)
-        else:
+        elif self.full:  # the audit level: every model turn its own entry, in its own time
             self._submit(EntryType.MODEL_USAGE, data, run_id=run_id)
+        else:
+            self._turns.setdefault(run_id, []).append(data)
 
     def model_turn(self, run_id: str, step: int, turn_index: int, turn: ModelTurn,
                    prompt: list[Message] | None = None) -> None:
@@ -242,9 +269,17 @@ class ProcessRecorder:
         """Durable before any tool runs, read or write (spec: "a tool intent is persisted before
         its adapter executes"). The journal commits in order, so the run's start and the model
         usage before it are durable with it: a crash inside the adapter resumes this run."""
-        # Its idempotency key, run_id:step, is left out (schema 6 on: left_out.intent_key).
+        # Its idempotency key, run_id:step, is left out (schema 6 on: left_out.intent_key);
+        # the model turns before it ride in it (schema 7 on: left_out.carry_turns).
         data = {"step": step, "tool": call.name, "call_id": call.call_id, "effect": effect,
                 "args": call.args, **(info or {})}
+        turns = self._turns_before(run_id)
+        carried = carry_turns(turns, data)
+        if carried is not None:
+            data[USAGE] = carried
+        else:  # none, or not carried exactly: their own entries, as before schema 7
+            for usage in turns:
+                self._submit(EntryType.MODEL_USAGE, usage, run_id=run_id)
         await self.append(EntryType.TOOL_INTENT, data, run_id=run_id)
 
     def tool_result(self, run_id: str, step: int, call: ToolCall, effect: str,
@@ -273,8 +308,7 @@ class ProcessRecorder:
         if self.sealed:  # as a durable append: the run must not go on from an unwritten write
             raise JournalError(f"the journal of {self.process!r} is sealed (shut down): "
                                "the tool_result entry is not written")
-        if run_id in self._held:
-            self._write_start(run_id)
+        self._write_before(run_id)  # a sampling turn during the call: its own entry
         return self._send(self._entry(EntryType.TOOL_RESULT, data, run_id), None)
 
     def tool_refused(self, run_id: str, step: int, call: ToolCall, message: str) -> None:
@@ -338,7 +372,7 @@ class ProcessRecorder:
             data["messages"] = messages
         held = self._held.pop(run_id, None)
         if held is not None:  # never written: its start and model usage fold into its end
-            started: dict[str, Any] = {"attempt": held.start.get("attempt", 1)}
+            started: dict[str, Any] = {k: v for k, v in held.start.items() if k == "attempt"}
             if held.usage:
                 started["usage"] = held.usage
             for key in ("trace_id", "span_id"):
@@ -352,6 +386,10 @@ class ProcessRecorder:
                     kept = {k: v for k, v in kept.items() if k != "goal"}
                 started["identity"] = kept
             data["started"] = started
+        else:
+            turns = self._turns.pop(run_id, None)
+            if turns:  # the model turns since the run's last entry (schema 7 on)
+                data[USAGE] = turns
         entry = self._entry(EntryType.RUN_FINISHED, data, run_id)
         if self.sealed:
             return None

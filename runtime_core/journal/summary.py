@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.left_out import turns_of
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -45,7 +46,9 @@ def summarize(entry: JournalEntry) -> str:
             _short(d.get("reply", ""), 50) or f"replies ({d.get('output_tokens', 0)} tokens)"
         return f"model turn {d.get('turn', '')}: {what}"
     if t == EntryType.TOOL_INTENT:
-        return f"{d.get('effect')} {d.get('tool')}({_short(d.get('args', {}), 50)})"
+        turns = turns_of(t, d)  # the model turns it carries (schema 7 on)
+        after = f" (model turn {turns[-1].get('turn', '')})" if turns else ""
+        return f"{d.get('effect')} {d.get('tool')}({_short(d.get('args', {}), 50)}){after}"
     if t == EntryType.TOOL_RESULT:
         mark = "✓" if d.get("ok", True) else "✗"
         return f"{mark} {d.get('tool')} → {_short(d.get('result', ''), 50)}"
@@ -62,9 +65,8 @@ def summarize(entry: JournalEntry) -> str:
                f"{d.get('resumed_under')}"
     if t == EntryType.RUN_FINISHED:
         tail = d.get("reply") if d.get("state") == "succeeded" else d.get("error")
-        started = d.get("started")
-        turns = started.get("usage") if isinstance(started, dict) else None
-        model = f" ({len(turns)} model turn(s))" if isinstance(turns, list) and turns else ""
+        turns = turns_of(t, d)  # carried, or folded in with the run's start
+        model = f" ({len(turns)} model turn(s))" if turns else ""
         event = str(d.get("event_id", ""))[:8]
         return f"run {d.get('state')} for event {event}{model}: {_short(tail or '', 50)}"
     if t == EntryType.DEAD_LETTERED:

@@ -234,7 +234,12 @@ async def test_full_level_keeps_payloads_and_checkpoint_level_does_not() -> None
         await process.stop()
         accepted = journal_types(journal, EntryType.EVENT_ACCEPTED)[0]
         assert ("payload" in accepted.data) is expect_payload
-        usage = journal_types(journal, EntryType.MODEL_USAGE)
+        # the model turns: their own entries at the audit level, else carried by the
+        # intent and the run's end; a read of model_usage gives them all back
+        own = journal_types(journal, EntryType.MODEL_USAGE)
+        assert len(own) == (2 if expect_payload else 0)
+        usage = await journal.read(ReadFilter(process="p", entry_type=EntryType.MODEL_USAGE))
+        assert [u.data["turn"] for u in usage] == [0, 1]
         assert ("prompt" in usage[0].data) is expect_payload
         if expect_payload:  # the audit level keeps every turn's reply
             assert all("reply" in u.data for u in usage)

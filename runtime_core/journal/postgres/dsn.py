@@ -10,7 +10,6 @@ command line's messages. ``sslpassword`` (a client key's passphrase) is hidden a
 
 from __future__ import annotations
 
-import getpass
 import os
 import re
 from urllib.parse import quote, unquote
@@ -65,6 +64,8 @@ def describe_dsn(dsn: str) -> str:
 
 
 def _os_user() -> str:
+    import getpass  # here: only a DSN without a user needs it (and a start imports less)
+
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no name for this uid (a container)

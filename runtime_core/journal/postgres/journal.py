@@ -3,8 +3,9 @@
 ``submit`` assigns the seq at once and queues the append; one writer task takes everything
 queued, writes it in one transaction (one message: one round trip) and only then releases the
 callers, so an acknowledged entry is committed (fsync'd by the server's WAL flush) and a busy
-journal pays one commit for many entries. Reads go through a small connection pool and never
-wait for the writer.
+journal pays one commit for many entries. Reads go through a small connection pool
+(``reading``: a burst of quick reads takes turns on one connection) and never wait for the
+writer.
 
 Several nodes may write one database: each reads the heads (last seq per process) when it
 opens, and UNIQUE (process, seq) makes a seq taken twice fail the second commit loudly
@@ -42,7 +43,14 @@ from runtime_core.journal.faults import FaultState
 from runtime_core.journal.postgres.commit import PendingAppend, prepare, storable
 from runtime_core.journal.postgres.dsn import Scrubber, scrubbed_error
 from runtime_core.journal.postgres.fencing import JournalFenced
-from runtime_core.journal.postgres.schema import SELECT_ENTRIES, migrate, read_sql, row_to_entry
+from runtime_core.journal.postgres.reading import ReadConnections, plan_reads
+from runtime_core.journal.postgres.schema import (
+    FIND_IN_DATA,
+    SELECT_ENTRIES,
+    migrate,
+    read_sql,
+    row_to_entry,
+)
 from runtime_core.journal.postgres.writer import WriterTask
 from runtime_core.journal.provider import (
     IndexRules,
@@ -72,6 +80,7 @@ class PostgresJournal(SqlReads):
     (JournalFenced). The DSN's password is never shown: ``path`` is the DSN redacted."""
 
     MARK = "%s"
+    FIND_IN_DATA = FIND_IN_DATA
     NO_LIMIT = None  # LIMIT NULL: no limit
     PROCESS_ORDER = 'process COLLATE "C"'  # code point order, as the other backends sort
     TEXTS_AS_JSON = True
@@ -103,7 +112,7 @@ class PostgresJournal(SqlReads):
         self._on_fenced: list[Callable[[JournalFenced], None]] = []
         self.faults = FaultState(self.path)  # degraded while a commit cannot be made
         self._writer: WriterTask | None = None
-        self._pool: AsyncConnectionPool[AsyncConn] | None = None
+        self._reads: ReadConnections | None = None
         self._heads: dict[str, int] = {}
         self._error: BaseException | None = None
         self._closed = False
@@ -143,7 +152,8 @@ class PostgresJournal(SqlReads):
                 pool = AsyncConnectionPool(
                     self._dsn, min_size=1, max_size=max(1, self.pool_size), open=False,
                     kwargs=self._connect_options(), timeout=self.read_timeout,
-                    check=AsyncConnectionPool.check_connection, name="promptui-journal-reads",
+                    name="promptui-journal-reads",  # no check per checkout: see reading.py
+                    configure=plan_reads,
                     reconnect_timeout=POOL_RECONNECT)
                 # The read pool connects while the writer connects and migrates (a start is
                 # ready sooner: these were one round trip after the other).
@@ -170,7 +180,8 @@ class PostgresJournal(SqlReads):
             if conn is not None:
                 await conn.close()
             raise
-        self._pool = pool
+        assert pool is not None  # made, or open raised
+        self._reads = ReadConnections(pool)
         self._writer = WriterTask(conn, connect=self._connect, settle=self._settle,
                                   faults=self.faults, scrub=self._scrub,
                                   max_batch=self.max_batch, name=f"journal-writer {self.path}",
@@ -300,8 +311,8 @@ class PostgresJournal(SqlReads):
 
     # -- reading ---------------------------------------------------------------------------------
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        pool = self._pool
-        if pool is None:
+        reads = self._reads
+        if reads is None:
             raise JournalError(f"journal {self.path} is not open")
         if not all(storable(p) for p in params if isinstance(p, str)):
             return []  # a name with a NUL was never stored (refused), and JSON escapes one
@@ -311,9 +322,7 @@ class PostgresJournal(SqlReads):
         timeout = self.read_timeout if self.faults.reason is None else min(
             self.read_timeout, DEGRADED_READ_TIMEOUT)
         try:
-            async with pool.connection(timeout=timeout) as conn:
-                cur = await conn.execute(sql, params)
-                return list(await cur.fetchall())
+            return await reads.fetch(sql, params, timeout)
         except (psycopg.Error, PoolTimeout) as exc:
             error = self._failure(f"journal {self.path}: read failed", exc)
         raise error
@@ -330,6 +339,6 @@ class PostgresJournal(SqlReads):
             writer.stop()
             with contextlib.suppress(Exception):  # already reported to the callers
                 await asyncio.shield(writer.task)
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        reads, self._reads = self._reads, None
+        if reads is not None:
+            await reads.pool.close()

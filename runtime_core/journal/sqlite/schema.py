@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # only a type here: reading a journal file read-only needs no
 
     from runtime_core.journal.sqlite.left_behind import LeftBehind
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: How check_readable's reason for a journal of a newer promptui starts (never damage).
 NEWER = "written by a newer promptui"
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -126,6 +126,11 @@ MIGRATIONS: dict[int, list[str]] = {
     # a standard goal (its parts kept), an intent's idempotency key run_id:step, a result's
     # automatic action artifact. No table changes; an older promptui refuses the file.
     6: [],
+    # 7: a run's model turns ride in its next tool intent or its end (``usage``), instead of
+    # an entry each (journal.left_out.turns_of), and a first attempt is left out of its
+    # run_started. No table changes; an older promptui, which would not see those turns (nor
+    # so the calls a crash left open), refuses the file.
+    7: [],
 }
 
 
