@@ -72,9 +72,7 @@ class ControlRoom(RoomViews):
     BINDINGS = bindings(GLOBAL_ACTIONS)
 
     def __init__(
-        self,
-        control: ControlPlane,
-        *,
+        self, control: ControlPlane, *,
         themes: Iterable[Theme] = (),
         theme: str | None = None,
         refresh_hz: float = DEFAULT_HZ,
@@ -491,10 +489,11 @@ _ROOM: type[Room] = ControlRoom  # the app is what its screens expect (checked b
 
 
 def step_entry(entries: list[JournalEntryView], step: int | None) -> JournalEntryView | None:
-    """The entry that recorded ``step`` of a run (its first: the model turn, or the tool's
-    intent), from that run's entries; the run's start when no step is asked for."""
+    """The entry that recorded ``step`` of a run, from its entries: its own (a tool's intent),
+    else the next (a model turn rides in its run's next intent or end); for None, its start."""
     if step is None:  # its run_started; a run that called no tool folded it into its end
         started = [e for e in entries if e.entry_type == "run_started"]
         return started[-1] if started else min(entries, key=lambda e: e.seq, default=None)
-    mine = [e for e in entries if e.step == step]
+    mine = [e for e in entries if e.step == step] or [e for e in entries if (
+        e.step or 0) > step or e.entry_type == "run_finished"]  # schema 7: a turn carried
     return min(mine, key=lambda e: e.seq) if mine else None

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from runtime_core.journal import JournalEntry, PostgresJournal, ReadFilter
+from tests.helpers.polling import wait_for
 from tests.helpers.postgres import PgServer
 
 pytestmark = pytest.mark.slow
@@ -29,6 +30,14 @@ def backends(dsn: str) -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
                            (APP,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def lock_waits(dsn: str) -> int:
+    """How many of the journal's connections wait for a lock."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                           "AND wait_event_type = 'Lock'", (APP,)).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -63,7 +72,8 @@ async def test_a_slow_read_does_not_hold_up_a_quick_one(pg_dsn: str) -> None:
         await journal.append(JournalEntry("p", "note", {"n": 1}, process_id="i1"))
         await blocker.execute("LOCK TABLE pending IN ACCESS EXCLUSIVE MODE")  # held: in a txn
         slow = asyncio.ensure_future(journal.pending_events("p"))
-        await asyncio.sleep(0.1)  # the slow read holds its connection, waiting on the lock
+        # the slow read holds its connection, waiting on the lock
+        await wait_for(lambda: lock_waits(pg_dsn) == 1, timeout=10, what="the read to wait")
         began = time.perf_counter()
         quick = await journal.read(ReadFilter(process="p"))
         waited = time.perf_counter() - began
