@@ -140,7 +140,7 @@ class InMemoryJournal:
         if query.newest_first:
             out.reverse()
         if usage:
-            out = usage_entries(out, newest_first=query.newest_first, limit=query.limit)
+            out = usage_entries(out, newest_first=query.newest_first)
         if query.limit is not None:
             out = out[: query.limit]
         return [copy.deepcopy(e) for e in out]

@@ -231,7 +231,7 @@ class ProcessRecorder:
             for usage in held.usage:
                 self._submit(EntryType.MODEL_USAGE, usage, run_id=run_id)
         elif held.usage:  # carried by the entry that wrote the start, or written before it
-            self._turns[run_id] = [*held.usage, *self._turns.get(run_id, ())]
+            self._turns[run_id] = held.usage
 
     def _usage(self, run_id: str, data: dict[str, Any]) -> None:
         held = self._held.get(run_id)

@@ -16,7 +16,7 @@ from typing import Any
 
 from runtime_core.journal.entry import CheckpointEntry, EntryType, JournalEntry
 from runtime_core.journal.faults import FaultState
-from runtime_core.journal.left_out import SQLITE_FIND, usage_entries, usage_type_sql
+from runtime_core.journal.left_out import usage_entries
 from runtime_core.journal.provider import (
     DELIVERY_KEEP_SECONDS,
     OpenRun,
@@ -41,8 +41,6 @@ class SqlReads(ABC):
     #: The backend's entry SELECT (``e`` joined to its incarnation), a ReadFilter as SQL and a
     #: row back into an entry (checked against its checksum).
     SELECT_ENTRIES = ""
-    #: Whether an entry's data holds ``{text}`` (a constant: no quote in it), in SQL.
-    FIND_IN_DATA = SQLITE_FIND
     #: The process term of a read by run ids (SQLite's unary + keeps it off the process index
     #: so that the run index finds the rows).
     BY_RUN_PROCESS = "e.process"
@@ -84,14 +82,11 @@ class SqlReads(ABC):
         """The entries ``query`` selects (a ReadFilter, or a process name: see read_filter)."""
         query = read_filter(query, since=since, entry_type=entry_type, limit=limit)
         decode = type(self).row_to_entry
-        sql, params = type(self).read_sql(query)
+        entries = [decode(row) for row in await self._fetch(*type(self).read_sql(query))]
         if query.entry_type != EntryType.MODEL_USAGE:
-            return [decode(row) for row in await self._fetch(sql, params)]
-        # Model turns: their own entries, and those a tool intent or a run end carries
-        sql = sql.replace(self._q("e.entry_type = ?"),
-                          usage_type_sql(self.FIND_IN_DATA, self.MARK), 1)
-        return usage_entries([decode(row) for row in await self._fetch(sql, params)],
-                             newest_first=query.newest_first, limit=query.limit)
+            return entries
+        # read_sql also selected the tool intents and run ends that carry model turns
+        return usage_entries(entries, newest_first=query.newest_first, limit=query.limit)
 
     async def runs_entries(self, process: str, run_ids: Sequence[str],
                            entry_type: str | None = None) -> list[JournalEntry]:

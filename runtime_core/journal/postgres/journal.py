@@ -45,7 +45,6 @@ from runtime_core.journal.postgres.dsn import Scrubber, scrubbed_error
 from runtime_core.journal.postgres.fencing import JournalFenced
 from runtime_core.journal.postgres.reading import ReadConnections, plan_reads
 from runtime_core.journal.postgres.schema import (
-    FIND_IN_DATA,
     SELECT_ENTRIES,
     migrate,
     read_sql,
@@ -80,7 +79,6 @@ class PostgresJournal(SqlReads):
     (JournalFenced). The DSN's password is never shown: ``path`` is the DSN redacted."""
 
     MARK = "%s"
-    FIND_IN_DATA = FIND_IN_DATA
     NO_LIMIT = None  # LIMIT NULL: no limit
     PROCESS_ORDER = 'process COLLATE "C"'  # code point order, as the other backends sort
     TEXTS_AS_JSON = True

@@ -24,10 +24,9 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.left_out import usage_entries, usage_type_sql
+from runtime_core.journal.left_out import usage_entries
 from runtime_core.journal.postgres.dsn import Scrubber, describe_dsn
 from runtime_core.journal.postgres.schema import (
-    FIND_IN_DATA,
     SCHEMA_VERSION,
     read_sql,
     row_to_entry,
@@ -225,14 +224,13 @@ class PostgresReader:
         sql, params = read_sql(ReadFilter(process=process, entry_type=entry_type,
                                           since_seq=since_seq, limit=limit,
                                           newest_first=newest_first))
-        usage = entry_type == EntryType.MODEL_USAGE  # with the turns carriers carry
-        if usage:
-            sql = sql.replace("e.entry_type = %s", usage_type_sql(FIND_IN_DATA, "%s"), 1)
         with self.transaction() as conn:
             rows = conn.execute(sql, params).fetchall()
         entries = [row_to_entry(row) for row in rows]
-        return usage_entries(entries, newest_first=newest_first, limit=limit) if usage \
-            else entries
+        if entry_type != EntryType.MODEL_USAGE:
+            return entries
+        # read_sql also selected the tool intents and run ends that carry model turns
+        return usage_entries(entries, newest_first=newest_first, limit=limit)
 
     def dead_letters(self, process: str) -> list[StoredDeadLetter]:
         """The dead letters the journal keeps for ``process``, oldest first."""

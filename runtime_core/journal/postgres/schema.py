@@ -15,7 +15,8 @@ from typing import Any
 
 import psycopg
 
-from runtime_core.journal.entry import TYPE_INDEXED, TYPES_INDEXED, JournalEntry
+from runtime_core.journal.entry import TYPE_INDEXED, TYPES_INDEXED, EntryType, JournalEntry
+from runtime_core.journal.left_out import usage_type_sql
 from runtime_core.journal.provider import JournalError, ReadFilter
 
 SCHEMA_VERSION = 5
@@ -203,7 +204,9 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
     if query.entry_type in TYPES_INDEXED:  # the planner then sees the partial index covers it
         where.append("e." + TYPE_INDEXED)
     for value, clause in ((query.process, "e.process = %s"),
-                          (query.entry_type, "e.entry_type = %s"),
+                          (query.entry_type, usage_type_sql(FIND_IN_DATA, "%s")
+                           if query.entry_type == EntryType.MODEL_USAGE  # with carried turns
+                           else "e.entry_type = %s"),
                           (query.run_id, "e.run_id = %s"),
                           (query.since_seq, "e.seq > %s"),
                           (query.since_time, "e.ts >= %s"),
