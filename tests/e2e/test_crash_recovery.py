@@ -42,8 +42,11 @@ class WorkerResult:
 async def run_worker(
     tmp: Path, *, inject: int = 0, prefix: str = "ev", crash: str | None = None,
     reconcile: bool = False, kill_after: float | None = None, timeout: float = 60.0,
-    mcp: bool = False, reply_only: bool = False,
+    mcp: bool = False, reply_only: bool = False, kill_after_an_ack: bool = False,
 ) -> WorkerResult:
+    """Run the crash worker; with ``kill_after``, SIGKILL it that long after it is ready
+    (with ``kill_after_an_ack``, that long after its first acknowledgement if none had come by
+    then, so every incarnation accepts work before it dies)."""
     env = dict(os.environ)
     env.pop("PROMPTUI_CRASH_AT", None)
     if crash is not None:
@@ -65,6 +68,13 @@ async def run_worker(
     )
     result = WorkerResult(returncode=0)
     assert proc.stdout is not None
+    loop = asyncio.get_running_loop()
+    ready_at = [float("inf")]
+
+    def kill_when_due() -> None:
+        if kill_after_an_ack and not result.acks:
+            return  # the first acknowledgement schedules the kill instead
+        _kill(proc)
 
     async def read_lines() -> None:
         assert proc.stdout is not None
@@ -75,10 +85,14 @@ async def run_worker(
             kind, _, rest = line.partition(" ")
             if kind == "ACK":
                 result.acks.append(rest)
+                if kill_after is not None and kill_after_an_ack and len(result.acks) == 1 \
+                        and loop.time() >= ready_at[0] + kill_after:
+                    loop.call_later(kill_after, _kill, proc)
             elif kind == "READY":
                 result.ready = json.loads(rest)
                 if kill_after is not None:
-                    asyncio.get_running_loop().call_later(kill_after, _kill, proc)
+                    ready_at[0] = loop.time()
+                    loop.call_later(kill_after, kill_when_due)
             elif kind == "IDLE":
                 result.idle = json.loads(rest)
 
@@ -280,7 +294,8 @@ async def test_random_sigkill_soak_with_an_mcp_write_tool(tmp_path: Path) -> Non
     kills = 0
     for i in range(MCP_SOAK_KILLS):
         result = await run_worker(tmp_path, inject=4, prefix=f"m{i}", reconcile=True,
-                                  kill_after=rng.uniform(0.0, 0.15), mcp=True)
+                                  kill_after=rng.uniform(0.0, 0.15), mcp=True,
+                                  kill_after_an_ack=True)
         acked.extend(result.acks)
         kills += result.returncode == -signal.SIGKILL
     assert kills >= MCP_SOAK_KILLS
