@@ -138,7 +138,7 @@ def read_journal(db: Path) -> dict[str, Any]:
         accepted = ids("event_accepted")
         done = {json.loads(d)["event_id"] for (d,) in conn.execute(
             "SELECT data FROM entries WHERE process = 'soak' AND entry_type = 'run_finished'")
-            if json.loads(d).get("event_done")}
+            if json.loads(d).get("event_done", json.loads(d).get("state") == "succeeded")}
         waiting = {e for (e,) in conn.execute(
             "SELECT event_id FROM open_runs WHERE process = 'soak' AND state = 'waiting'")}
         pending = {e for (e,) in conn.execute(

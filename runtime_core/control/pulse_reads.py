@@ -11,6 +11,7 @@ from typing import Any
 from runtime_core.control.pulse import FAILED_STATES, PulseBuckets, PulseView
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import JournalProvider, ReadFilter
+from runtime_core.journal.run_key import key_expression
 from runtime_core.journal.sqlite.journal import SQLiteJournal
 
 #: A journal without the SQL read is folded from at most this many entries of each type.
@@ -44,7 +45,8 @@ GROUP BY minute, entry_type
 _DURATIONS = f"""
 SELECT f.ts, (f.ts - s.ts) * 1000.0
 FROM entries AS f JOIN entries AS s
-  ON s.run_id = f.run_id AND s.process = f.process AND s.entry_type = '{EntryType.RUN_STARTED}'
+  ON {key_expression('s.run_id')} = {key_expression('f.run_id')} AND s.run_id = f.run_id
+  AND s.process = f.process AND s.entry_type = '{EntryType.RUN_STARTED}'
 WHERE f.process = ? AND f.ts >= ? AND f.entry_type = '{EntryType.RUN_FINISHED}'
 """
 

@@ -163,3 +163,11 @@ class CheckpointEntry(JournalEntry):
                                                   other.process_id, other.run_id,
                                                   other.timestamp, other.seq)
         return NotImplemented
+
+
+def event_done(data: dict[str, Any]) -> bool:
+    """Whether a ``run_finished`` entry (its ``data``) settled its event, so that the event
+    leaves the queue: its ``event_done`` when written, else (schema 8 on, where it is left out
+    when the state says it) whether the run succeeded."""
+    done = data.get("event_done")
+    return bool(done) if done is not None else data.get("state") == "succeeded"

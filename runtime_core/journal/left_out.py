@@ -15,7 +15,9 @@ carry everything and read as they are:
 - (schema 7 on) a run's ``model_usage`` entries before a ``tool_intent`` or its ``run_finished``:
   that entry carries them in ``usage`` (``carry_turns``), the last one's ``tool_calls`` left
   out before an intent when they are exactly its call; ``turns_of`` gives them back and
-  ``with_turns`` puts them back in a list of entries, where they were.
+  ``with_turns`` puts them back in a list of entries, where they were;
+- (schema 8 on) a ``run_finished``'s ``event_done`` when it is what its state says: true for
+  a run that succeeded, false otherwise (``entry.event_done``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ _GOAL = re.compile(
     r"event_id=(?P<event_id>[^\n ]*) at=(?P<at>[^\n ]*)\n"
     r"<untrusted-(?P<tag>[0-9a-f]+)> " + re.escape(_NOTICE) + r"\n"
     r"<untrusted-(?P=tag)>\n(?P<body>.*)\n</untrusted-(?P=tag)>", re.DOTALL)
+
+
+def event_done_kept(state: str, done: bool) -> bool:
+    """Whether a run end in ``state`` writes its ``event_done`` (``done``): only when it is
+    not what ``entry.event_done`` reads from the state alone."""
+    return done != (state == "succeeded")
 
 
 def render_goal(trigger_type: str, trigger_id: str, event_id: str, at: str, tag: str,

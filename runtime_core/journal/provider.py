@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from runtime_core.errors import RuntimeBaseError
-from runtime_core.journal.entry import CheckpointEntry, EntryType, JournalEntry
+from runtime_core.journal.entry import CheckpointEntry, EntryType, JournalEntry, event_done
 from runtime_core.triggers.base import DELIVERY_KEY
 
 #: How long the delivery index remembers a delivery (senders redeliver within days).
@@ -225,7 +225,7 @@ class IndexRules:
                 ops.append(("run_resume", entry.run_id))
             else:
                 ops.append(("run_close", entry.run_id))
-                if data.get("event_done"):
+                if event_done(data):
                     need(bool(data.get("event_id")), "data.event_id")
                     ops.append(("pending_remove", data["event_id"]))
         elif kind == EntryType.DEAD_LETTERED:

@@ -48,7 +48,13 @@ from runtime_core.agent.attachments import without_bytes
 from runtime_core.agent.model import ModelTurn, ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.left_out import USAGE, carry_turns, leave_action_out, leave_goal_out
+from runtime_core.journal.left_out import (
+    USAGE,
+    carry_turns,
+    event_done_kept,
+    leave_action_out,
+    leave_goal_out,
+)
 from runtime_core.journal.provider import JournalError, JournalProvider
 from runtime_core.triggers.base import TriggerEvent
 
@@ -366,7 +372,8 @@ class ProcessRecorder:
                            ("reply", reply[:REPLY_LIMIT])):
             if value:
                 data[key] = value
-        data["event_done"] = event_done
+        if event_done_kept(state, event_done):
+            data["event_done"] = event_done
         goal = self._goals.pop(run_id, None)
         if not _rebuilt_from_start(messages, goal, data.get("reply", "")):
             data["messages"] = messages

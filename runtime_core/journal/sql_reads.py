@@ -24,6 +24,7 @@ from runtime_core.journal.provider import (
     StoredDeadLetter,
     read_filter,
 )
+from runtime_core.journal.run_key import runs_params, runs_term
 
 #: How many runs one ``runs_entries`` query asks for (well under SQLite's parameter limit).
 RUNS_PAGE = 500
@@ -44,6 +45,10 @@ class SqlReads(ABC):
     #: The process term of a read by run ids (SQLite's unary + keeps it off the process index
     #: so that the run index finds the rows).
     BY_RUN_PROCESS = "e.process"
+    #: How a read by run ids says them (journal.run_key.runs_term): the unary plus that keeps
+    #: the whole id off the index (SQLite's), and the parameter as the key takes it.
+    RUN_PLUS = "+"
+    RUN_KEY_MARK = "?"
     read_sql: Callable[[ReadFilter], tuple[str, tuple[Any, ...]]]
     row_to_entry: Callable[[Any], JournalEntry]
     #: How long a read waits for the entries submitted before it to commit, so that it sees
@@ -100,10 +105,12 @@ class SqlReads(ABC):
         typed = "" if entry_type is None else " AND e.entry_type = ?"
         for at in range(0, len(ids), RUNS_PAGE):
             page = ids[at:at + RUNS_PAGE]
+            runs = runs_term("e.run_id", len(page), plus=self.RUN_PLUS,
+                             key_mark=self.RUN_KEY_MARK)
             rows = await self._fetch(self._q(
                 f"{self.SELECT_ENTRIES} WHERE {self.BY_RUN_PROCESS} = ?{typed} "
-                f"AND e.run_id IN ({', '.join('?' * len(page))}) ORDER BY e.seq"),
-                (process, *(() if entry_type is None else (entry_type,)), *page))
+                f"AND {runs} ORDER BY e.seq"),
+                (process, *(() if entry_type is None else (entry_type,)), *runs_params(page)))
             found.extend(decode(row) for row in rows)
         return sorted(found, key=lambda e: e.seq) if len(ids) > RUNS_PAGE else found
 

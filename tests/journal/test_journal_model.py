@@ -77,7 +77,9 @@ class Model:
                                            run.started_seq)
         elif kind == EntryType.RUN_FINISHED:
             runs.pop(entry.run_id or "", None)
-            if data.get("event_done"):
+            # event_done as written, else the run's state (schema 8 leaves it out when it
+            # says what the state does)
+            if data.get("event_done", data.get("state") == "succeeded"):
                 pending.pop(data["event_id"], None)
         elif kind == EntryType.DEAD_LETTERED:
             event_id = data["event_id"]
@@ -198,12 +200,14 @@ class JournalMachine(RuleBasedStateMachine):
         self.append(process, EntryType.RECONCILED, {}, run_id=self._some_run(process, data))
 
     @rule(process=processes, event_done=st.none() | st.booleans(), fallback=event_ids,
-          data=st.data())
+          state=st.none() | st.sampled_from(["succeeded", "failed"]), data=st.data())
     def finish_run(self, process: str, event_done: bool | None, fallback: str,
-                   data: st.DataObject) -> None:
+                   state: str | None, data: st.DataObject) -> None:
         run_id = self._some_run(process, data)
         run = self.model.runs[process].get(run_id)
         payload: dict[str, Any] = {"event_id": run.event_id if run else fallback}
+        if state is not None:
+            payload["state"] = state
         if event_done is not None:
             payload["event_done"] = event_done
         self.append(process, EntryType.RUN_FINISHED, payload, run_id=run_id)

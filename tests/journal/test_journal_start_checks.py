@@ -26,6 +26,7 @@ import pytest
 from runtime_core import AgentRuntime, ProcessConfig
 from runtime_core.control import offline
 from runtime_core.journal import DamagedJournal, JournalError, SQLiteJournal
+from runtime_core.journal.run_key import KEY_CHARS
 from runtime_core.journal.sqlite.check import find_damage
 
 pytestmark = pytest.mark.slow
@@ -107,10 +108,11 @@ def run_index_entry(db: Path) -> None:
     """The run index's pointer to the write intent now points at another row: a start would
     rebuild the run without its intent (quick_check does not compare indexes with tables)."""
     run_id, rowid = waiting_run(db)
+    key = run_id[:KEY_CHARS].encode()  # the index holds the id's first characters
     page = root_page(db, "entries_by_run")
     data = db.read_bytes()
-    at = data.index(run_id.encode() + bytes([rowid]), (page - 1) * PAGE, page * PAGE)
-    flip(db, at + len(run_id))
+    at = data.index(key + bytes([rowid]), (page - 1) * PAGE, page * PAGE)
+    flip(db, at + len(key))
 
 
 def open_run_state(db: Path) -> None:

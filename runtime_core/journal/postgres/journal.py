@@ -83,6 +83,8 @@ class PostgresJournal(SqlReads):
     PROCESS_ORDER = 'process COLLATE "C"'  # code point order, as the other backends sort
     TEXTS_AS_JSON = True
     SELECT_ENTRIES = SELECT_ENTRIES
+    RUN_PLUS = ""  # PostgreSQL has no unary-plus trap; substr needs its parameter's type
+    RUN_KEY_MARK = "?::text"  # "?" is this backend's %s (_q)
     read_sql = staticmethod(read_sql)
     row_to_entry = staticmethod(row_to_entry)
 

@@ -18,8 +18,9 @@ import psycopg
 from runtime_core.journal.entry import TYPE_INDEXED, TYPES_INDEXED, EntryType, JournalEntry
 from runtime_core.journal.left_out import usage_type_sql
 from runtime_core.journal.provider import JournalError, ReadFilter
+from runtime_core.journal.run_key import key_expression, runs_params, runs_term
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: pg_advisory_xact_lock key held while migrating: two nodes opening a fresh database at once
 #: migrate one after the other (the second finds the work done). "promptui" as 8 bytes.
 MIGRATION_LOCK = int.from_bytes(b"promptui", "big") & 0x7FFF_FFFF_FFFF_FFFF
@@ -94,6 +95,12 @@ MIGRATIONS: dict[int, list[str]] = {
     # end (journal.left_out.turns_of), a first attempt is left out of its run_started. No table
     # changes; an older promptui, which would not see those turns, refuses the database.
     5: [],
+    # 6: the SQLite journal's schema 8: the run index holds a run id's first characters
+    # (journal.run_key), a run end leaves out an event_done its state says; an older
+    # promptui, which would keep such a run's event queued, refuses the database.
+    6: ["DROP INDEX IF EXISTS entries_by_run",
+        f"CREATE INDEX entries_by_run ON entries ({key_expression('run_id')}) "
+        "WHERE run_id IS NOT NULL"],
 }
 
 
@@ -207,7 +214,6 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
                           (query.entry_type, usage_type_sql(FIND_IN_DATA, "%s")
                            if query.entry_type == EntryType.MODEL_USAGE  # with carried turns
                            else "e.entry_type = %s"),
-                          (query.run_id, "e.run_id = %s"),
                           (query.since_seq, "e.seq > %s"),
                           (query.since_time, "e.ts >= %s"),
                           (query.until_seq, "e.seq < %s"),
@@ -215,6 +221,9 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
         if value is not None:
             where.append(clause)
             params.append(value)
+    if query.run_id is not None:
+        where.append(runs_term("e.run_id", mark="%s", plus="", key_mark="%s::text"))
+        params.extend(runs_params([query.run_id]))
     if query.contains:
         # ILIKE: case-insensitive like SQLite's LIKE; the data is the JSON text as stored
         where.append("(e.data ILIKE %s ESCAPE '\\' OR e.entry_type ILIKE %s ESCAPE '\\')")

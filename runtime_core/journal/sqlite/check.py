@@ -30,6 +30,7 @@ from pathlib import Path
 
 from runtime_core.journal.entry import EntryType
 from runtime_core.journal.provider import IndexRules
+from runtime_core.journal.run_key import runs_params, runs_term
 from runtime_core.journal.sqlite.left_behind import left_behind
 from runtime_core.journal.sqlite.marks import gap_is_retained, low_water_marks
 from runtime_core.journal.sqlite.schema import (
@@ -238,9 +239,9 @@ def _indexed_rows(conn: sqlite3.Connection, process: str, run_ids: list[str],
     for at in range(0, len(run_ids), RUNS_PER_QUERY):
         page = run_ids[at:at + RUNS_PER_QUERY]
         for rowid, run_id in conn.execute(
-                "SELECT id, run_id FROM entries INDEXED BY entries_by_run WHERE run_id IN "
-                f"({', '.join('?' * len(page))}) AND process = ? AND seq >= ?",
-                (*page, process, start)):
+                "SELECT id, run_id FROM entries INDEXED BY entries_by_run WHERE "
+                f"{runs_term('run_id', len(page))} AND process = ? AND seq >= ?",
+                (*runs_params(page), process, start)):
             found.setdefault(str(run_id), set()).add(int(rowid))
     return found
 

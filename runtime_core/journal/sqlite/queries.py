@@ -10,6 +10,7 @@ from typing import Any
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.left_out import usage_type_sql
 from runtime_core.journal.provider import JournalError, ReadFilter
+from runtime_core.journal.run_key import runs_params, runs_term
 from runtime_core.journal.sqlite.schema import TYPE_INDEXED, TYPES_INDEXED, checksum
 
 SELECT_ENTRIES = ("SELECT e.process, i.process_id, e.seq, e.ts, e.entry_type, e.run_id, e.data, "
@@ -46,8 +47,8 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
         if query.entry_type in TYPES_INDEXED:  # SQLite then sees the partial index covers it
             where.append("e." + TYPE_INDEXED)
     if query.run_id is not None:
-        where.append("e.run_id = ?")
-        params.append(query.run_id)
+        where.append(runs_term("e.run_id"))
+        params.extend(runs_params([query.run_id]))
     if query.since_seq is not None:
         where.append(f"{by_run}e.seq > ?")
         params.append(query.since_seq)

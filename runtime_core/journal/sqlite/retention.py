@@ -44,8 +44,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime_core.journal.entry import EntryType
+from runtime_core.journal.run_key import runs_params, runs_term
 from runtime_core.journal.sqlite.marks import record_mark
 from runtime_core.journal.sqlite.schema import TYPE_INDEXED, TYPES_INDEXED
+
+RUN_TERM = runs_term("run_id")  # a run's entries by the run index
 
 E = EntryType
 #: Process entries the anchor checkpoint (or the entries after it) supersede.
@@ -213,9 +216,9 @@ class _Needs:
                 "SELECT 1 FROM open_runs WHERE process = ? AND run_id = ?", run_id):
             return True
         end = self.conn.execute(
-            "SELECT seq, data FROM entries INDEXED BY entries_by_run WHERE run_id = ? AND "
+            f"SELECT seq, data FROM entries INDEXED BY entries_by_run WHERE {RUN_TERM} AND "
             "process = ? AND entry_type = ? ORDER BY seq DESC LIMIT 1",
-            (run_id, self.work.process, E.RUN_FINISHED)).fetchone()
+            (*runs_params([run_id]), self.work.process, E.RUN_FINISHED)).fetchone()
         if end is None or int(end[0]) >= self.work.below:
             return True
         data = _json(end[1])
@@ -297,9 +300,9 @@ def _remove_run(conn: sqlite3.Connection, work: ProcessPlan, run_id: str) -> tup
     """Remove a run's entries below the bound: (how many, the highest seq). Found by the run
     index (a DELETE with these terms would range-scan the process's entries instead)."""
     rows = conn.execute(
-        "SELECT id, seq FROM entries INDEXED BY entries_by_run WHERE run_id = ? AND "
+        f"SELECT id, seq FROM entries INDEXED BY entries_by_run WHERE {RUN_TERM} AND "
         "process = ? AND seq < ? AND entry_type NOT IN ("
         + ", ".join("?" * len(LINEAGE)) + ")",
-        (run_id, work.process, work.below, *LINEAGE)).fetchall()
+        (*runs_params([run_id]), work.process, work.below, *LINEAGE)).fetchall()
     conn.executemany("DELETE FROM entries WHERE id = ?", [(row[0],) for row in rows])
     return len(rows), max((int(row[1]) for row in rows), default=0)

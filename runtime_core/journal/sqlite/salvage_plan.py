@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime_core.journal.entry import EntryType
+from runtime_core.journal.entry import EntryType, event_done
 from runtime_core.journal.provider import IndexRules
 from runtime_core.journal.sqlite.rescue import EntryRow, Rescued
 
@@ -241,7 +241,7 @@ def _fold(rows: dict[int, EntryRow]) -> tuple[dict[str, _Event], dict[str, _Run]
             if run_id in runs:
                 runs[run_id].finished = True
             event = events.setdefault(data["event_id"], _Event())
-            event.state, event.run = ("done" if data.get("event_done") else "queued"), None
+            event.state, event.run = ("done" if event_done(data) else "queued"), None
         elif kind == EntryType.DEAD_LETTERED and isinstance(data.get("event_id"), str):
             events.setdefault(data["event_id"], _Event()).state = "dead"
         elif kind == EntryType.REDELIVERED:

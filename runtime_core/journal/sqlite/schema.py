@@ -14,6 +14,7 @@ from runtime_core import aio_sqlite
 from runtime_core.journal.entry import TYPE_INDEXED as _TYPE_INDEXED
 from runtime_core.journal.entry import TYPES_INDEXED as _TYPES_INDEXED
 from runtime_core.journal.provider import JournalError
+from runtime_core.journal.run_key import key_expression
 from runtime_core.journal.sqlite.lock import ELSEWHERE, make_private
 from runtime_core.journal.sqlite.vacuum import (
     SWITCH_AT_OPEN_BYTES,
@@ -26,13 +27,17 @@ if TYPE_CHECKING:  # only a type here: reading a journal file read-only needs no
 
     from runtime_core.journal.sqlite.left_behind import LeftBehind
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: How check_readable's reason for a journal of a newer promptui starts (never damage).
 NEWER = "written by a newer promptui"
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: The entry types the entry type index holds (schema 3 on; entry.TYPES_INDEXED).
 TYPE_INDEXED = _TYPE_INDEXED
 TYPES_INDEXED = _TYPES_INDEXED
+
+#: The run index as schema 8 makes it (journal.run_key).
+RUN_INDEX = (f"CREATE INDEX entries_by_run ON entries ({key_expression('run_id')}) "
+             "WHERE run_id IS NOT NULL")
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -131,6 +136,11 @@ MIGRATIONS: dict[int, list[str]] = {
     # run_started. No table changes; an older promptui, which would not see those turns (nor
     # so the calls a crash left open), refuses the file.
     7: [],
+    # 8: the run index holds a run id's first characters (journal.run_key), not all of them:
+    # a sixth of a run's bytes was that index. Rebuilt in place. And a run end leaves out its
+    # event_done when its state says it (journal.left_out.event_done). An older promptui,
+    # whose queries would no longer find a run by the index, refuses the file.
+    8: ["DROP INDEX IF EXISTS entries_by_run", RUN_INDEX],
 }
 
 
