@@ -177,6 +177,20 @@ class Delivery:
         self._queue.put_nowait(event)
         self._depth_changed()
 
+    def withdraw(self, event: TriggerEvent) -> bool:
+        """Take ``event`` back off the queue (committed to its slot before its acceptance was
+        durable, and that acceptance failed): its slot comes free. False when a worker has
+        taken it already: its run fails at its first commit, as the acceptance did."""
+        queued = self._take_queue()
+        for other in queued:
+            if other is not event:
+                self._queue.put_nowait(other)
+        if len(queued) == self._queue.qsize():
+            return False
+        self._freed()
+        self._depth_changed()
+        return True
+
     def _freed(self) -> None:
         self._room.set()
 

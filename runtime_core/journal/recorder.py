@@ -152,11 +152,24 @@ class ProcessRecorder:
 
     async def event_accepted(self, event: TriggerEvent) -> None:
         """Durable before the event is acknowledged: an accepted event is never lost."""
+        await self.accepting(event)
+
+    def accepting(self, event: TriggerEvent) -> asyncio.Future[None]:
+        """Submit the event's acceptance and return the future that resolves once it is
+        durable: the event is acknowledged only after it. Sealed: JournalError, nothing
+        submitted."""
         data: dict[str, Any] = {"event_id": event.event_id, "trigger_id": event.trigger_id,
                                 "trigger_type": event.trigger_type}
         if self.full:
             data["payload"] = event.payload
-        await self.append(EntryType.EVENT_ACCEPTED, data, attachment=event.to_dict())
+        if self.sealed:
+            raise JournalError(f"the journal of {self.process!r} is sealed (shut down): "
+                               f"the {EntryType.EVENT_ACCEPTED} entry is not written")
+        attachment: Any = event.to_dict()
+        if self.redact is not None:
+            attachment = self.redact(attachment)
+        return self.journal.submit(self._entry(EntryType.EVENT_ACCEPTED, data, None),
+                                   attachment=attachment)
 
     def dead_lettered(self, event: TriggerEvent, reason: str, error: str, attempts: int
                       ) -> asyncio.Future[None] | None:

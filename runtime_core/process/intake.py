@@ -1,5 +1,6 @@
 """How events come into a process: refused (dead-lettered, or the sender told no) while it
-cannot take them, otherwise made durable and only then acknowledged and queued.
+cannot take them, otherwise made durable and only then acknowledged (its run may start while
+that commits: ``Intake._take_reserved``).
 
 Three roads in: ``inject()`` (code calling AgentProcess.inject: the spec's, which dead-letters
 what it refuses), pull triggers (cron, interval, event, message, file watch: they wait for room
@@ -55,11 +56,8 @@ class Intake:
         if not core.delivery.try_reserve():
             core.delivery.dead_letter(event, DeadLetterReason.QUEUE_FULL, "", 0)
             return False
-        if not await self._journal_reserved(event):
-            return True  # an occurrence of an open incident: recorded, no run
-        if core.recorder is not None:
-            crashpoints.reached("event_acknowledged")
-        await self._queue_reserved(event)
+        # False from it: an occurrence of an open incident, recorded, starts no run
+        await self._take_reserved(event, acknowledged=core.recorder is not None)
         return True
 
     async def accept_pulled(self, event: TriggerEvent, handed_over: Callable[[], None]) -> None:
@@ -95,10 +93,46 @@ class Intake:
                           core.name, event.event_id, exc)
             raise
 
-    async def _take_reserved(self, event: TriggerEvent) -> None:
-        if not await self._journal_reserved(event):
-            return  # an occurrence of an open incident: recorded, no run
-        await self._queue_reserved(event)
+    async def _take_reserved(self, event: TriggerEvent, *, acknowledged: bool = False) -> bool:
+        """Make ``event`` (holding a reserved slot) durable and queue it; False: a part took
+        it (it only updated an open incident, journaled as such) and it starts no run, or it
+        could not be journaled (raised): its slot is given back. The waker, the hooks and the
+        listeners hear of it once it is durable (``acknowledged``: the crash point there).
+
+        Where nothing must hear of the event before its run does (no ``task_created`` or
+        ``file_changed`` hook), it is queued as soon as its acceptance is submitted, so its
+        run starts while that commits: entries commit in submission order, and a run writes
+        nothing that waits (its tool intent, its end) before the commit it waits for has made
+        the acceptance durable too, so nothing outside sees the run first. A quick run's first
+        entry that waits shares the acceptance's commit. If the acceptance fails, the event is
+        taken back off the queue (a run that took it already fails at its first commit)."""
+        delivery = self.core.delivery
+        early: list[TriggerEvent] = []
+
+        def queue_now() -> None:
+            delivery.commit(event)
+            early.append(event)
+
+        hooked = self.core.hooks.any(_announced_by(event))
+        try:
+            taken = await self.journal_accepted(event, None if hooked else queue_now)
+        except BaseException:
+            if not early:
+                delivery.release()
+            elif not delivery.withdraw(event):
+                log.error("process %s: event %s was not journaled, and its run has started; "
+                          "it fails at its first commit", self.core.name, event.event_id)
+            raise
+        if not taken:
+            delivery.release()
+            return False
+        if acknowledged:
+            crashpoints.reached("event_acknowledged")
+        if not early:
+            delivery.commit(event)
+        await self._waker.wake("event arrived")
+        await self.announce_queued(event)
+        return True
 
     async def _keep_unreserved(self, event: TriggerEvent) -> None:
         """An event arriving while a host's stop drains a full queue: journaled, then queued
@@ -152,12 +186,11 @@ class Intake:
         if not core.delivery.try_reserve():
             return AcceptResult.QUEUE_FULL, DeadLetterReason.QUEUE_FULL
         try:
-            if not await self._journal_reserved(event):
+            if not await self._take_reserved(event):
                 return AcceptResult.ACCEPTED, "recorded as an incident occurrence"
         except JournalError as exc:
             log.critical("process %s: cannot journal an event: %s", core.name, exc)
             return AcceptResult.UNAVAILABLE, "journal unavailable"
-        await self._queue_reserved(event)
         return AcceptResult.ACCEPTED, "accepted"
 
     async def _accepted_before(self, event: TriggerEvent) -> str | None:
@@ -169,23 +202,6 @@ class Intake:
             return None
         return await recorder.journal.delivery_event(recorder.process, key)
 
-    async def _journal_reserved(self, event: TriggerEvent) -> bool:
-        """journal_accepted() for an event holding a reserved slot: the slot is given back
-        when the event starts no run or cannot be journaled."""
-        try:
-            queued = await self.journal_accepted(event)
-        except BaseException:
-            self.core.delivery.release()
-            raise
-        if not queued:
-            self.core.delivery.release()
-        return queued
-
-    async def _queue_reserved(self, event: TriggerEvent) -> None:
-        self.core.delivery.commit(event)
-        await self._waker.wake("event arrived")
-        await self.announce_queued(event)
-
     async def queue_accepted(self, event: TriggerEvent, why: str) -> None:
         """Queue an event that is already durable (a reopened incident's, a redelivery):
         a full queue dead-letters it, ready to redeliver."""
@@ -193,23 +209,35 @@ class Intake:
         if self.core.delivery.offer(event):
             await self.announce_queued(event)
 
-    async def journal_accepted(self, event: TriggerEvent) -> bool:
+    async def journal_accepted(self, event: TriggerEvent,
+                               submitted: Callable[[], None] | None = None) -> bool:
         """Make an arriving event durable before it is acknowledged. False: a part took it
-        (it only updated an open incident, journaled as such) and it starts no run."""
+        (it only updated an open incident, journaled as such) and it starts no run.
+        ``submitted``: called once its acceptance is submitted, before it is durable (not
+        when a part took it)."""
         for part in self.core.parts:
             admission = await part.admit(event)
             if admission is not Admission.PASS:  # journaled by that part
                 return admission is Admission.QUEUE
-        if self.core.recorder is not None:
-            await self.core.recorder.event_accepted(event)
+        recorder = self.core.recorder
+        durable = recorder.accepting(event) if recorder is not None else None
+        if submitted is not None:
+            submitted()
+        if durable is not None:
+            await durable
         return True
 
     async def announce_queued(self, event: TriggerEvent) -> None:
         core = self.core
-        kind = HookEvent.FILE_CHANGED if event.trigger_type == "file_watch" \
-            else HookEvent.TASK_CREATED
+        kind = _announced_by(event)
         if core.hooks.any(kind):
             await core.hooks.dispatch(kind, {"event": event.to_dict()})
         if core.notifier.has_listeners:
             core.notifier.emit(RunQueued(process=core.name, event_id=event.event_id,
                                          trigger_type=event.trigger_type))
+
+
+def _announced_by(event: TriggerEvent) -> HookEvent:
+    """The hook an accepted event is announced to."""
+    return HookEvent.FILE_CHANGED if event.trigger_type == "file_watch" else \
+        HookEvent.TASK_CREATED

@@ -1,6 +1,8 @@
 """An event whose acceptance was still being journaled when its process failed goes where
 the queue went (dead letters, "process failed", ready to redeliver), not into the queue of a
-failed process, where it would wait, unseen, for a restart nobody asked for."""
+failed process, where it would wait, unseen, for a restart nobody asked for. (With a
+``task_created`` hook: the event is queued once durable. Without one it is queued at once and
+its run starts while the acceptance commits: tests/journal/test_early_runs.py.)"""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import asyncio
 from typing import Any
 
 from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
+from runtime_core.governance.hooks import HookContext, HookEvent
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.memory import InMemoryJournal
 from tests.helpers.polling import wait_for
@@ -22,13 +25,19 @@ class HeldAcceptance(InMemoryJournal):
         self.release = asyncio.Event()
         self.holding = asyncio.Event()
 
-    async def append(self, entry: JournalEntry, *, attachment: Any = None) -> JournalEntry:
-        stored = await super().append(entry, attachment=attachment)
-        if entry.entry_type == EntryType.EVENT_ACCEPTED and \
-                entry.data.get("event_id") == self.held_event:
-            self.holding.set()
+    def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:
+        durable = super().submit(entry, attachment=attachment)
+        if entry.entry_type != EntryType.EVENT_ACCEPTED or \
+                entry.data.get("event_id") != self.held_event:
+            return durable
+        self.holding.set()
+        held: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def tell() -> None:
             await self.release.wait()  # stored, but not yet told durable
-        return stored
+            held.set_result(None)
+        self._telling = asyncio.ensure_future(tell())
+        return held
 
 
 async def test_an_event_accepted_while_its_process_failed_is_dead_lettered_with_the_queue(
@@ -39,6 +48,11 @@ async def test_an_event_accepted_while_its_process_failed_is_dead_lettered_with_
         model={"turns": [{"raise": "deploy target refused the connection"}]},
         trigger_delivery={"max_retries": 0}, max_consecutive_failures=1,
         restart_policy="never"), journal=journal)
+
+    @process.hooks.on(HookEvent.TASK_CREATED)
+    async def created(ctx: HookContext) -> None:  # hears of an event before its run does
+        """Nothing to do: being there keeps the event off the queue until it is durable."""
+
     await process.start()
     try:
         accepting = asyncio.ensure_future(process.inject(late))

@@ -1,0 +1,139 @@
+"""An event's run may start while its acceptance commits (nothing must hear of the event first):
+entries commit in submission order and a run writes nothing that waits before that commit, so
+the acknowledgement, the tool call and the run's end all come after the event is durable. A
+``task_created`` hook, which hears of an event before its run does, keeps the old order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+from runtime_core import AgentProcess, ToolContext, TriggerEvent
+from runtime_core.agent.tools import tool
+from runtime_core.events import RunFinished, RunStarted
+from runtime_core.governance.hooks import HookContext, HookEvent
+from runtime_core.journal import SQLiteJournal
+from tests.helpers.durable_runs import config
+from tests.helpers.events import record
+from tests.helpers.polling import wait_for
+
+
+@contextlib.contextmanager
+def write_lock_held(path: Path) -> Iterator[None]:
+    """Another program holding the journal's write lock: nothing commits until it lets go."""
+    outside = sqlite3.connect(path, isolation_level=None, timeout=5)
+    outside.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        outside.execute("COMMIT")
+        outside.close()
+
+
+def booking_process(path: Path, calls: list[str]) -> tuple[AgentProcess, SQLiteJournal]:
+    journal = SQLiteJournal(path, busy_timeout_ms=100)
+
+    def book(ref: str, ctx: ToolContext) -> str:
+        """Book a reference: the test's ledger."""
+        calls.append(ctx.idempotency_key)
+        return f"booked {ref}"
+
+    process = AgentProcess("bench", config(path), tools=[tool(book, effect="write")],
+                           journal=journal)
+    return process, journal
+
+
+def entry_types(path: Path) -> list[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [t for (t,) in conn.execute(
+            "SELECT entry_type FROM entries WHERE process = 'bench' AND entry_type IN "
+            "('event_accepted', 'run_started', 'tool_intent', 'tool_result', 'run_finished') "
+            "ORDER BY seq")]
+
+
+async def test_a_run_starts_while_its_event_commits_and_nothing_outside_sees_it_first(
+        tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    calls: list[str] = []
+    process, journal = booking_process(path, calls)
+    await process.start()
+    seen = record(process)
+    try:
+        await journal.flush()
+        with write_lock_held(path):
+            accepting = asyncio.ensure_future(
+                process.inject(TriggerEvent("bench", "manual", {"ref": "inv-1"})))
+            await wait_for(lambda: any(isinstance(e, RunStarted) for e in seen), 10,
+                           "the run to start while its event commits")
+            await wait_for(lambda: process.status().get("journal_fault") is not None, 10,
+                           "the journal to say it is degraded")
+            assert not accepting.done()  # not acknowledged: the event is not durable
+            assert calls == []  # the write waits for its intent, which waits for the event
+            assert not any(isinstance(e, RunFinished) for e in seen)
+        assert await asyncio.wait_for(accepting, 10) is True
+        await wait_for(lambda: any(isinstance(e, RunFinished) for e in seen), 10,
+                       "the run's end")
+        assert len(calls) == 1
+    finally:
+        await process.stop()
+        await journal.close()
+    assert entry_types(path) == ["event_accepted", "run_started", "tool_intent", "tool_result",
+                                 "run_finished"]
+
+
+async def test_a_task_created_hook_hears_of_the_event_before_its_run_starts(
+        tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    calls: list[str] = []
+    process, journal = booking_process(path, calls)
+    order: list[str] = []
+
+    @process.hooks.on(HookEvent.TASK_CREATED)
+    async def created(ctx: HookContext) -> None:
+        """Note the order."""
+        order.append("task_created")
+
+    process.notifier.add_callback(
+        lambda e: order.append("run started") if isinstance(e, RunStarted) else None)
+    await process.start()
+    try:
+        await journal.flush()
+        with write_lock_held(path):
+            accepting = asyncio.ensure_future(
+                process.inject(TriggerEvent("bench", "manual", {"ref": "inv-1"})))
+            await wait_for(lambda: process.status().get("journal_fault") is not None, 10,
+                           "the journal to say it is degraded")
+            assert order == [] and not accepting.done()  # queued only once durable
+        assert await asyncio.wait_for(accepting, 10) is True
+        await wait_for(lambda: len(calls) == 1, 10, "the write")
+        assert order[:2] == ["task_created", "run started"]
+    finally:
+        await process.stop()
+        await journal.close()
+
+
+async def test_a_quick_run_shares_its_acceptance_commit(tmp_path: Path) -> None:
+    """With a model that answers at once, the event's acceptance and the run's tool intent
+    commit together: two commits a run, not three (the acknowledgement waits no longer than
+    the run's first steps on the loop)."""
+    path = tmp_path / "journal.db"
+    calls: list[str] = []
+    process, journal = booking_process(path, calls)
+    await process.start()
+    seen = record(process)
+    try:
+        await journal.flush()
+        before = journal.batches
+        for i in range(20):
+            assert await process.inject(TriggerEvent("bench", "manual", {"ref": f"inv-{i}"}))
+            await wait_for(lambda n=i + 1: sum(isinstance(e, RunFinished) for e in seen) == n,
+                           10, "the run's end")
+        assert len(calls) == 20
+        assert journal.batches - before <= 2 * 20 + 2  # a stray checkpoint may take its own
+    finally:
+        await process.stop()
+        await journal.close()
