@@ -74,8 +74,9 @@ class Delivery:
         self._emptied_as: tuple[str, str] | None = None
         self._no_runs = asyncio.Event()
         self._no_runs.set()
-        #: Why the events of cancelled workers are dead-lettered; None: a stop that keeps the
-        #: queue, where they go back on it instead.
+        #: Why the events of cancelled workers are dead-lettered (a stop's reason); None: a
+        #: stop that keeps the queue, or a cancellation that is no stop at all, where they go
+        #: back on it instead.
         self.cancel_reason: str | None = DeadLetterReason.PROCESS_STOPPED
         self.recorder: ProcessRecorder | None = None
 
@@ -213,7 +214,11 @@ class Delivery:
 
     # -- workers -------------------------------------------------------------------------------
     def start_workers(self, count: int, handler: EventHandler) -> None:
-        self.cancel_reason = DeadLetterReason.PROCESS_STOPPED  # until a stop says otherwise
+        # Until a stop says otherwise (stop_workers), a worker cancelled from outside (the
+        # program's event loop torn down under a run: an exception out of asyncio.run()) is
+        # a crash, not a stop: its run stays open in the journal and its event runs again at
+        # the next start, instead of waiting in the dead letters as "process stopped".
+        self.cancel_reason = None
         for index in range(count):
             if index not in self._workers or self._workers[index].done():
                 self._workers[index] = asyncio.create_task(
