@@ -8,30 +8,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 
 from runtime_core import AgentProcess, ToolContext, TriggerEvent
 from runtime_core.agent.tools import tool
-from runtime_core.events import RunFinished, RunStarted
+from runtime_core.events import RunFinished, RunStarted, RuntimeEvent
 from runtime_core.governance.hooks import HookContext, HookEvent
 from runtime_core.journal import SQLiteJournal
 from tests.helpers.durable_runs import config
 from tests.helpers.events import record
 from tests.helpers.polling import wait_for
-
-
-@contextlib.contextmanager
-def write_lock_held(path: Path) -> Iterator[None]:
-    """Another program holding the journal's write lock: nothing commits until it lets go."""
-    outside = sqlite3.connect(path, isolation_level=None, timeout=5)
-    outside.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    finally:
-        outside.execute("COMMIT")
-        outside.close()
+from tests.helpers.write_lock import write_lock_held
 
 
 def booking_process(path: Path, calls: list[str]) -> tuple[AgentProcess, SQLiteJournal]:
@@ -47,6 +36,20 @@ def booking_process(path: Path, calls: list[str]) -> tuple[AgentProcess, SQLiteJ
     return process, journal
 
 
+@contextlib.asynccontextmanager
+async def running(process: AgentProcess, journal: SQLiteJournal
+                  ) -> AsyncIterator[list[RuntimeEvent]]:
+    """The process started, its start committed; what it emits from now on."""
+    await process.start()
+    seen = record(process)
+    try:
+        await journal.flush()
+        yield seen
+    finally:
+        await process.stop()
+        await journal.close()
+
+
 def entry_types(path: Path) -> list[str]:
     with closing(sqlite3.connect(path)) as conn:
         return [t for (t,) in conn.execute(
@@ -60,10 +63,7 @@ async def test_a_run_starts_while_its_event_commits_and_nothing_outside_sees_it_
     path = tmp_path / "journal.db"
     calls: list[str] = []
     process, journal = booking_process(path, calls)
-    await process.start()
-    seen = record(process)
-    try:
-        await journal.flush()
+    async with running(process, journal) as seen:
         with write_lock_held(path):
             accepting = asyncio.ensure_future(
                 process.inject(TriggerEvent("bench", "manual", {"ref": "inv-1"})))
@@ -78,9 +78,6 @@ async def test_a_run_starts_while_its_event_commits_and_nothing_outside_sees_it_
         await wait_for(lambda: any(isinstance(e, RunFinished) for e in seen), 10,
                        "the run's end")
         assert len(calls) == 1
-    finally:
-        await process.stop()
-        await journal.close()
     assert entry_types(path) == ["event_accepted", "run_started", "tool_intent", "tool_result",
                                  "run_finished"]
 
@@ -99,9 +96,7 @@ async def test_a_task_created_hook_hears_of_the_event_before_its_run_starts(
 
     process.notifier.add_callback(
         lambda e: order.append("run started") if isinstance(e, RunStarted) else None)
-    await process.start()
-    try:
-        await journal.flush()
+    async with running(process, journal):
         with write_lock_held(path):
             accepting = asyncio.ensure_future(
                 process.inject(TriggerEvent("bench", "manual", {"ref": "inv-1"})))
@@ -111,9 +106,6 @@ async def test_a_task_created_hook_hears_of_the_event_before_its_run_starts(
         assert await asyncio.wait_for(accepting, 10) is True
         await wait_for(lambda: len(calls) == 1, 10, "the write")
         assert order[:2] == ["task_created", "run started"]
-    finally:
-        await process.stop()
-        await journal.close()
 
 
 async def test_a_quick_run_shares_its_acceptance_commit(tmp_path: Path) -> None:
@@ -123,10 +115,7 @@ async def test_a_quick_run_shares_its_acceptance_commit(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     calls: list[str] = []
     process, journal = booking_process(path, calls)
-    await process.start()
-    seen = record(process)
-    try:
-        await journal.flush()
+    async with running(process, journal) as seen:
         before = journal.batches
         for i in range(20):
             assert await process.inject(TriggerEvent("bench", "manual", {"ref": f"inv-{i}"}))
@@ -134,6 +123,3 @@ async def test_a_quick_run_shares_its_acceptance_commit(tmp_path: Path) -> None:
                            10, "the run's end")
         assert len(calls) == 20
         assert journal.batches - before <= 2 * 20 + 2  # a stray checkpoint may take its own
-    finally:
-        await process.stop()
-        await journal.close()

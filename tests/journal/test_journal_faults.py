@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,21 +20,9 @@ from runtime_core.journal import SQLiteJournal
 from tests.helpers.events import record
 from tests.helpers.polling import wait_for
 from tests.helpers.serving import TOKEN, served
+from tests.helpers.write_lock import write_lock_held
 
 ECHO = ProcessConfig(model="echo", journal={"level": "checkpoint"})
-
-
-@contextlib.contextmanager
-def write_lock_held(path: Path) -> Iterator[sqlite3.Connection]:
-    """Another program holding the journal's write lock (an outside BEGIN IMMEDIATE)."""
-    outside = sqlite3.connect(path, isolation_level=None, timeout=5)
-    outside.execute("BEGIN IMMEDIATE")
-    try:
-        yield outside
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            outside.execute("COMMIT")
-        outside.close()
 
 
 async def test_a_held_write_lock_degrades_the_journal_and_it_heals_by_itself(

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from runtime_core.journal.memory import InMemoryJournal
 from runtime_core.journal.provider import JournalError
 from tests.helpers.events import record
 from tests.helpers.polling import settle, wait_for
+from tests.helpers.write_lock import write_lock_held
 
 #: Every event is dead-lettered when a worker takes it ("flagged by payload scan"): no run, no
 #: model, so the only entry that follows its acceptance is its dead letter.
@@ -170,18 +169,6 @@ async def test_without_a_journal_a_dead_letter_shows_at_once() -> None:
 
 
 # -- the real SQLite journal, made unwritable by another program holding its write lock ------
-
-@contextlib.contextmanager
-def write_lock_held(path: Path) -> Iterator[None]:
-    outside = sqlite3.connect(path, isolation_level=None, timeout=5)
-    outside.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            outside.execute("COMMIT")
-        outside.close()
-
 
 async def degraded_dead_letter(process: AgentProcess, path: Path, event: TriggerEvent
                                ) -> contextlib.ExitStack:
