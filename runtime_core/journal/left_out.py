@@ -224,22 +224,25 @@ def turns_of(entry_type: str, data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 #: The entry types that carry model turns (``turns_of``); a journal read of ``model_usage``
-#: entries reads them too, by ``CARRIES_TURNS`` (the text ``"usage":[`` in their data).
+#: entries reads them too: those whose data has the text ``CARRIES_TURNS`` (a quick test on
+#: the text) and a list ``usage``, of its own or its folded start's (the exact one: a tool's
+#: arguments may hold that text too, and a read with a limit must not count such a row).
 CARRIERS = (EntryType.TOOL_INTENT, EntryType.RUN_FINISHED)
 CARRIES_TURNS = '"usage":['
 
 
-#: SQLite's test for a text in an entry's data (PostgreSQL's is ``strpos``).
-SQLITE_FIND = "instr(e.data, '{text}') > 0"
+#: SQLite's test that an entry carries model turns.
+SQLITE_CARRIES = (f"instr(e.data, '{CARRIES_TURNS}') > 0 AND ("
+                  "json_type(e.data, '$.usage') = 'array' OR "
+                  "json_type(e.data, '$.started.usage') = 'array')")
 
 
-def usage_type_sql(find: str = SQLITE_FIND, mark: str = "?") -> str:
+def usage_type_sql(carries: str = SQLITE_CARRIES, mark: str = "?") -> str:
     """The SQL term (one parameter: ``model_usage``) that selects the entries a read of
-    ``model_usage`` entries reads: theirs and those of carriers (``find``: the backend's test
-    for a text in ``e.data``, ``{text}`` in it)."""
+    ``model_usage`` entries reads: theirs and those of carriers (``carries``: the backend's
+    test that an entry ``e`` carries turns, SQLite's by default)."""
     carriers = ", ".join(f"'{kind}'" for kind in CARRIERS)
-    return (f"(e.entry_type = {mark} OR (e.entry_type IN ({carriers}) AND "
-            f"{find.format(text=CARRIES_TURNS)}))")
+    return f"(e.entry_type = {mark} OR (e.entry_type IN ({carriers}) AND {carries}))"
 
 
 def _as_entries(carrier: JournalEntry) -> list[JournalEntry]:

@@ -93,14 +93,20 @@ TURN_1 = {"step": 3, "turn": 1}
 
 async def _one_run(journal: JournalProvider) -> None:
     """A run whose intent carries its first model turn (the call left out) and whose end
-    carries the second, with a sampling turn of its own entry between."""
+    carries the second, with a sampling turn of its own entry between; then another run's
+    intent that carries none, though its arguments hold a list ``usage`` (seq 6: a read of the
+    newest turns with a limit must not count it)."""
     sampling = {"step": 2, "turn": 0, "tool_calls": [], "sampling": {"server": "s"}}
-    for kind, data in ((EntryType.RUN_STARTED, {"event_id": "e1"}),
-                       (EntryType.TOOL_INTENT, {**INTENT, USAGE: [TURN_0]}),
-                       (EntryType.MODEL_USAGE, sampling),
-                       (EntryType.RUN_FINISHED, {"event_id": "e1", "state": "succeeded",
-                                                 "event_done": True, USAGE: [TURN_1]})):
-        await journal.append(JournalEntry("p", kind, data, run_id="r1"))
+    for kind, data, run in ((EntryType.RUN_STARTED, {"event_id": "e1"}, "r1"),
+                            (EntryType.TOOL_INTENT, {**INTENT, USAGE: [TURN_0]}, "r1"),
+                            (EntryType.MODEL_USAGE, sampling, "r1"),
+                            (EntryType.RUN_FINISHED, {"event_id": "e1", "state": "succeeded",
+                                                      "event_done": True, USAGE: [TURN_1]},
+                             "r1"),
+                            (EntryType.RUN_STARTED, {"event_id": "e2"}, "r2"),
+                            (EntryType.TOOL_INTENT, {**INTENT, "args": {USAGE: [1, 2]}},
+                             "r2")):
+        await journal.append(JournalEntry("p", kind, data, run_id=run))
 
 
 async def _reads_turns(journal: JournalProvider) -> None:
@@ -117,6 +123,19 @@ async def test_the_memory_journal_reads_carried_turns_the_same_way() -> None:
     journal = InMemoryJournal()
     await _one_run(journal)
     await _reads_turns(journal)
+
+
+async def test_the_sqlite_journal_reads_carried_turns_the_same_way(tmp_path: Path) -> None:
+    journal = SQLiteJournal(tmp_path / "journal.db")
+    await journal.open()
+    try:
+        await _one_run(journal)
+        await _reads_turns(journal)
+    finally:
+        await journal.close()
+    assert [(e.seq, e.data.get("turn")) for e in read_entries(  # promptui logs's read
+        tmp_path / "journal.db", "p", entry_type=EntryType.MODEL_USAGE, newest_first=True,
+        limit=2)] == [(4, 1), (3, 0)]
 
 
 @pytest.mark.slow

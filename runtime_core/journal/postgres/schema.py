@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from runtime_core.journal.entry import TYPE_INDEXED, TYPES_INDEXED, EntryType, JournalEntry
-from runtime_core.journal.left_out import usage_type_sql
+from runtime_core.journal.left_out import CARRIES_TURNS, usage_type_sql
 from runtime_core.journal.provider import JournalError, ReadFilter
 from runtime_core.journal.run_key import key_expression, runs_params, runs_term
 
@@ -25,8 +25,10 @@ SCHEMA_VERSION = 6
 #: migrate one after the other (the second finds the work done). "promptui" as 8 bytes.
 MIGRATION_LOCK = int.from_bytes(b"promptui", "big") & 0x7FFF_FFFF_FFFF_FFFF
 
-#: Whether an entry's data holds a text (``left_out.usage_type_sql``): PostgreSQL's strpos.
-FIND_IN_DATA = "strpos(e.data, '{text}') > 0"
+#: PostgreSQL's test that an entry carries model turns (``left_out.usage_type_sql``).
+CARRIES_TURNS_SQL = (f"strpos(e.data, '{CARRIES_TURNS}') > 0 AND ("
+                     "json_typeof(e.data::json -> 'usage') = 'array' OR "
+                     "json_typeof(e.data::json -> 'started' -> 'usage') = 'array')")
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -211,7 +213,7 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
     if query.entry_type in TYPES_INDEXED:  # the planner then sees the partial index covers it
         where.append("e." + TYPE_INDEXED)
     for value, clause in ((query.process, "e.process = %s"),
-                          (query.entry_type, usage_type_sql(FIND_IN_DATA, "%s")
+                          (query.entry_type, usage_type_sql(CARRIES_TURNS_SQL, "%s")
                            if query.entry_type == EntryType.MODEL_USAGE  # with carried turns
                            else "e.entry_type = %s"),
                           (query.since_seq, "e.seq > %s"),
