@@ -11,13 +11,19 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
-from runtime_core import AgentProcess, ToolContext, TriggerEvent
+import pytest
+
+from runtime_core import AgentProcess, ProcessConfig, ToolContext, TriggerEvent
 from runtime_core.agent.tools import tool
 from runtime_core.events import RunFinished, RunStarted, RuntimeEvent
 from runtime_core.governance.hooks import HookContext, HookEvent
 from runtime_core.journal import SQLiteJournal
-from tests.helpers.durable_runs import config
+from runtime_core.journal.entry import EntryType, JournalEntry
+from runtime_core.journal.memory import InMemoryJournal
+from runtime_core.journal.provider import JournalError
+from tests.helpers.durable_runs import MODEL, config
 from tests.helpers.events import record
 from tests.helpers.polling import wait_for
 from tests.helpers.write_lock import write_lock_held
@@ -123,3 +129,45 @@ async def test_a_quick_run_shares_its_acceptance_commit(tmp_path: Path) -> None:
                            10, "the run's end")
         assert len(calls) == 20
         assert journal.batches - before <= 2 * 20 + 2  # a stray checkpoint may take its own
+
+
+class RefusingAcceptance(InMemoryJournal):
+    """Tells one event's acceptance failed (a commit that cannot succeed) once it is queued."""
+
+    def __init__(self, refused_event: str) -> None:
+        super().__init__()
+        self.refused_event = refused_event
+
+    def submit(self, entry: JournalEntry, *, attachment: Any = None) -> asyncio.Future[None]:
+        durable = super().submit(entry, attachment=attachment)
+        if entry.entry_type == EntryType.EVENT_ACCEPTED and \
+                entry.data.get("event_id") == self.refused_event:
+            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            failed.set_exception(JournalError("disk I/O error"))
+            return failed
+        return durable
+
+
+async def test_an_event_whose_acceptance_fails_is_taken_back_off_the_queue() -> None:
+    refused = TriggerEvent("bench", "manual", {"ref": "inv-1"})
+    calls: list[str] = []
+
+    def book(ref: str, ctx: ToolContext) -> str:
+        """Book a reference: the test's ledger."""
+        calls.append(ref)
+        return f"booked {ref}"
+
+    process = AgentProcess("bench", ProcessConfig(model=MODEL, queue_size=1),
+                           journal=RefusingAcceptance(refused.event_id),
+                           tools=[tool(book, effect="write")])
+    seen = record(process)
+    await process.start()
+    try:
+        with pytest.raises(JournalError, match="disk I/O error"):
+            await process.inject(refused)
+        assert process.status()["queue_size"] == 0  # its slot is free again
+        assert not any(isinstance(e, RunStarted) for e in seen) and calls == []
+        assert await process.inject(TriggerEvent("bench", "manual", {"ref": "inv-2"}))
+        await wait_for(lambda: calls == ["inv-2"], 10, "the next event's write")
+    finally:
+        await process.stop()
