@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import os
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -27,6 +26,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypedDict
+
+from sqlite_bytes import used_bytes  # this folder's: the count durable_runs uses
 
 LEDGER = Path(tempfile.gettempdir()) / "durable-peers-ledger.txt"
 
@@ -46,19 +47,6 @@ def model_turn(history: list[dict[str, Any]]) -> dict[str, Any]:
     if not any(m.get("role") == "tool" for m in history):
         return {"role": "assistant", "tool_call": {"name": "book", "args": {"ref": "inv-1"}}}
     return {"role": "assistant", "content": "booked"}
-
-
-def used_bytes(path: Path) -> int:
-    """The bytes the file's pages in use take (its WAL checkpointed into it first)."""
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-        return int((pages - free) * size)
-    finally:
-        conn.close()
 
 
 async def measure(run: Callable[[int], Awaitable[None]], events: int, producers: int,

@@ -149,9 +149,9 @@ async def throughput(backend: str, where: str, events: int, producers: int) -> d
 
 def storage_bytes(backend: str, where: str) -> int:
     if backend == "sqlite":
-        from e2e_events import journal_bytes  # this folder's: the same count e2e_events prints
+        from sqlite_bytes import used_bytes  # this folder's: the count every benchmark uses
 
-        return journal_bytes(Path(where))
+        return used_bytes(Path(where))
     import psycopg
 
     with psycopg.connect(where, autocommit=True) as conn:

@@ -16,11 +16,12 @@ import argparse
 import asyncio
 import json
 import resource
-import sqlite3
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from sqlite_bytes import used_bytes  # this folder's: the count every benchmark uses
 
 from runtime_core import AgentProcess, ProcessConfig, TriggerEvent
 from runtime_core.events import RunFinished
@@ -29,18 +30,6 @@ from runtime_core.events import RunFinished
 def rss_mb() -> float:
     # ru_maxrss is the peak resident set size, in KiB on Linux.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def journal_bytes(path: Path) -> int:
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-    finally:
-        conn.close()
-    return int((pages - free) * size)
 
 
 async def run_once(n: int, level: str, producers: int, subscriber: bool, tmp: Path
@@ -55,7 +44,7 @@ async def run_once(n: int, level: str, producers: int, subscriber: bool, tmp: Pa
     process = AgentProcess("bench", config)
     sub = process.notifier.subscribe(maxsize=10_000) if subscriber else None
     await process.start()
-    base_bytes = journal_bytes(db) if level != "none" else 0
+    base_bytes = used_bytes(db) if level != "none" else 0
     done = asyncio.Event()
     finished = 0
     per_producer = n // producers
@@ -90,7 +79,7 @@ async def run_once(n: int, level: str, producers: int, subscriber: bool, tmp: Pa
               "events_per_s": round(total / elapsed, 1), "peak_rss_mb": round(rss_mb(), 1)}
     if level != "none":
         result["commits_per_event"] = round(commits / total, 3)
-        result["journal_bytes_per_event"] = round((journal_bytes(db) - base_bytes) / total, 1)
+        result["journal_bytes_per_event"] = round((used_bytes(db) - base_bytes) / total, 1)
     return result
 
 

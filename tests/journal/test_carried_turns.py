@@ -125,14 +125,17 @@ async def test_the_memory_journal_reads_carried_turns_the_same_way() -> None:
     await _reads_turns(journal)
 
 
-async def test_the_sqlite_journal_reads_carried_turns_the_same_way(tmp_path: Path) -> None:
-    journal = SQLiteJournal(tmp_path / "journal.db")
+async def _opened_one_run_read(journal: SQLiteJournal | PostgresJournal) -> None:
     await journal.open()
     try:
         await _one_run(journal)
         await _reads_turns(journal)
     finally:
         await journal.close()
+
+
+async def test_the_sqlite_journal_reads_carried_turns_the_same_way(tmp_path: Path) -> None:
+    await _opened_one_run_read(SQLiteJournal(tmp_path / "journal.db"))
     assert [(e.seq, e.data.get("turn")) for e in read_entries(  # promptui logs's read
         tmp_path / "journal.db", "p", entry_type=EntryType.MODEL_USAGE, newest_first=True,
         limit=2)] == [(4, 1), (3, 0)]
@@ -140,13 +143,7 @@ async def test_the_sqlite_journal_reads_carried_turns_the_same_way(tmp_path: Pat
 
 @pytest.mark.slow
 async def test_postgres_reads_carried_turns_the_same_way(pg_dsn: str) -> None:
-    journal = PostgresJournal(pg_dsn)
-    await journal.open()
-    try:
-        await _one_run(journal)
-        await _reads_turns(journal)
-    finally:
-        await journal.close()
+    await _opened_one_run_read(PostgresJournal(pg_dsn))
     reader = PostgresReader(pg_dsn)  # the command line's (promptui logs --type model_usage)
     assert [(e.seq, e.data.get("turn")) for e in reader.read_entries(
         "p", entry_type=EntryType.MODEL_USAGE, newest_first=True, limit=2)] == [(4, 1), (3, 0)]
