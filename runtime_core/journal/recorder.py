@@ -124,9 +124,7 @@ class ProcessRecorder:
         """Submit ``entry``; the future that resolves once it is durable (None: sealed)."""
         if self.sealed:
             return None
-        if self.redact is not None and attachment is not None:
-            attachment = self.redact(attachment)
-        durable = self.journal.submit(entry, attachment=attachment)
+        durable = self.journal.submit(entry, attachment=self._attached(attachment))
         self.entries_since_checkpoint += 1
         return durable
 
@@ -134,13 +132,19 @@ class ProcessRecorder:
                      attachment: Any = None) -> JournalEntry:
         if run_id is not None:
             self._write_before(run_id)
+        self._refuse_sealed(entry_type)
+        return await self.journal.append(self._entry(entry_type, data, run_id),
+                                         attachment=self._attached(attachment))
+
+    def _refuse_sealed(self, entry_type: str) -> None:
+        """An entry that must be durable is refused once the journal is sealed (shut down)."""
         if self.sealed:
             raise JournalError(f"the journal of {self.process!r} is sealed (shut down): "
                                f"the {entry_type} entry is not written")
-        if self.redact is not None and attachment is not None:
-            attachment = self.redact(attachment)
-        return await self.journal.append(self._entry(entry_type, data, run_id),
-                                         attachment=attachment)
+
+    def _attached(self, attachment: Any) -> Any:
+        return self.redact(attachment) if self.redact is not None and attachment is not None \
+            else attachment
 
     # -- process-level --------------------------------------------------------------------------
     def transition(self, from_state: str, to_state: str, reason: str) -> None:
@@ -162,14 +166,9 @@ class ProcessRecorder:
                                 "trigger_type": event.trigger_type}
         if self.full:
             data["payload"] = event.payload
-        if self.sealed:
-            raise JournalError(f"the journal of {self.process!r} is sealed (shut down): "
-                               f"the {EntryType.EVENT_ACCEPTED} entry is not written")
-        attachment: Any = event.to_dict()
-        if self.redact is not None:
-            attachment = self.redact(attachment)
+        self._refuse_sealed(EntryType.EVENT_ACCEPTED)
         return self.journal.submit(self._entry(EntryType.EVENT_ACCEPTED, data, None),
-                                   attachment=attachment)
+                                   attachment=self._attached(event.to_dict()))
 
     def dead_lettered(self, event: TriggerEvent, reason: str, error: str, attempts: int
                       ) -> asyncio.Future[None] | None:
@@ -324,9 +323,8 @@ class ProcessRecorder:
         if effect != "write":
             self.submit(EntryType.TOOL_RESULT, data, run_id=run_id)
             return None
-        if self.sealed:  # as a durable append: the run must not go on from an unwritten write
-            raise JournalError(f"the journal of {self.process!r} is sealed (shut down): "
-                               "the tool_result entry is not written")
+        # as a durable append: the run must not go on from an unwritten write
+        self._refuse_sealed(EntryType.TOOL_RESULT)
         self._write_before(run_id)  # a sampling turn during the call: its own entry
         return self._send(self._entry(EntryType.TOOL_RESULT, data, run_id), None)
 

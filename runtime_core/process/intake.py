@@ -107,11 +107,12 @@ class Intake:
         entry that waits shares the acceptance's commit. If the acceptance fails, the event is
         taken back off the queue (a run that took it already fails at its first commit)."""
         delivery = self.core.delivery
-        early: list[TriggerEvent] = []
+        early = False
 
         def queue_now() -> None:
+            nonlocal early
             delivery.commit(event)
-            early.append(event)
+            early = True
 
         hooked = self.core.hooks.any(_announced_by(event))
         try:
