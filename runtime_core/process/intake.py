@@ -96,8 +96,9 @@ class Intake:
     async def _take_reserved(self, event: TriggerEvent, *, acknowledged: bool = False) -> bool:
         """Make ``event`` (holding a reserved slot) durable and queue it; False: a part took
         it (it only updated an open incident, journaled as such) and it starts no run, or it
-        could not be journaled (raised): its slot is given back. The waker, the hooks and the
-        listeners hear of it once it is durable (``acknowledged``: the crash point there).
+        could not be journaled (raised): its slot is given back. The waker and the hooks hear
+        of it once it is durable (``acknowledged``: the crash point there), the listeners
+        (``RunQueued``) once it is queued, before its run's events.
 
         Where nothing must hear of the event before its run does (no ``task_created`` or
         ``file_changed`` hook), it is queued as soon as its acceptance is submitted, so its
@@ -113,6 +114,7 @@ class Intake:
             nonlocal early
             delivery.commit(event)
             early = True
+            self._say_queued(event)  # before its run can start: listeners see them in order
 
         hooked = self.core.hooks.any(_announced_by(event))
         try:
@@ -132,7 +134,8 @@ class Intake:
         if not early:
             delivery.commit(event)
         await self._waker.wake("event arrived")
-        await self.announce_queued(event)
+        if not early:
+            await self.announce_queued(event)
         return True
 
     async def _keep_unreserved(self, event: TriggerEvent) -> None:
@@ -233,6 +236,10 @@ class Intake:
         kind = _announced_by(event)
         if core.hooks.any(kind):
             await core.hooks.dispatch(kind, {"event": event.to_dict()})
+        self._say_queued(event)
+
+    def _say_queued(self, event: TriggerEvent) -> None:
+        core = self.core
         if core.notifier.has_listeners:
             core.notifier.emit(RunQueued(process=core.name, event_id=event.event_id,
                                          trigger_type=event.trigger_type))

@@ -171,3 +171,15 @@ async def test_an_event_whose_acceptance_fails_is_taken_back_off_the_queue() -> 
         await wait_for(lambda: calls == ["inv-2"], 10, "the next event's write")
     finally:
         await process.stop()
+
+
+async def test_listeners_hear_an_event_queued_before_its_run_starts(tmp_path: Path) -> None:
+    """The live tail and the metrics read the runtime's events in order: queued, then the run."""
+    calls: list[str] = []
+    process, journal = booking_process(tmp_path / "journal.db", calls)
+    async with running(process, journal) as seen:
+        event = TriggerEvent("bench", "manual", {"ref": "inv-1"})
+        assert await process.inject(event)
+        await wait_for(lambda: any(isinstance(e, RunFinished) for e in seen), 10, "the run")
+    kinds = [type(e).__name__ for e in seen if getattr(e, "event_id", None) == event.event_id]
+    assert kinds.index("RunQueued") < kinds.index("RunStarted")
