@@ -491,7 +491,8 @@ _ROOM: type[Room] = ControlRoom  # the app is what its screens expect (checked b
 def step_entry(entries: list[JournalEntryView], step: int | None) -> JournalEntryView | None:
     """The entry that recorded ``step`` of a run, from its entries: its own (a tool's intent),
     else the next (a model turn rides in its run's next intent or end); for None, its start."""
-    if step is None:  # its run_started; a run that called no tool folded it into its end
+    if step is None:  # its run_started; else its first entry: the first tool intent carries
+        # the start (SQLite schema 9), a run that called no tool folded it into its end
         started = [e for e in entries if e.entry_type == "run_started"]
         return started[-1] if started else min(entries, key=lambda e: e.seq, default=None)
     mine = [e for e in entries if e.step == step] or [e for e in entries if (

@@ -10,6 +10,7 @@ from typing import Any
 
 from runtime_core.control.pulse import FAILED_STATES, PulseBuckets, PulseView
 from runtime_core.journal.entry import EntryType
+from runtime_core.journal.left_out import SQLITE_CARRIES_START
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.run_key import key_expression
 from runtime_core.journal.sqlite.journal import SQLiteJournal
@@ -41,12 +42,14 @@ WHERE process = ? AND ts >= ? AND entry_type IN ('{EntryType.RUN_FINISHED}',
                                                  '{EntryType.TOOL_INTENT}')
 GROUP BY minute, entry_type
 """
-# A run time is known for a run whose start has its own entry (the end minus the start).
+# A run time is known for a run whose start was written before its end (the end minus the
+# start): as its own entry, or carried by its first tool intent.
 _DURATIONS = f"""
 SELECT f.ts, (f.ts - s.ts) * 1000.0
 FROM entries AS f JOIN entries AS s
   ON {key_expression('s.run_id')} = {key_expression('f.run_id')} AND s.run_id = f.run_id
-  AND s.process = f.process AND s.entry_type = '{EntryType.RUN_STARTED}'
+  AND s.process = f.process AND (s.entry_type = '{EntryType.RUN_STARTED}' OR (
+    s.entry_type = '{EntryType.TOOL_INTENT}' AND {SQLITE_CARRIES_START.replace("e.", "s.")}))
 WHERE f.process = ? AND f.ts >= ? AND f.entry_type = '{EntryType.RUN_FINISHED}'
 """
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.left_out import usage_entries, usage_type_sql
+from runtime_core.journal.left_out import typed_entries, typed_sql
 from runtime_core.journal.provider import JournalError, StoredDeadLetter
 from runtime_core.journal.sqlite.check import find_damage
 from runtime_core.journal.sqlite.marks import gap_is_retained, low_water_marks
@@ -52,17 +52,15 @@ def read_entries(
     try:
         sql = SELECT_ENTRIES + " WHERE e.process = ? AND e.seq > ?"
         params: list[object] = [process, since_seq]
-        usage = entry_type == EntryType.MODEL_USAGE  # with the turns carriers carry
-        if entry_type is not None:
-            sql += " AND " + (usage_type_sql() if usage else "e.entry_type = ?")
+        if entry_type is not None:  # with the entries that carry such entries
+            sql += " AND " + typed_sql(entry_type)
             params.append(entry_type)
         sql += f" ORDER BY e.seq {'DESC' if newest_first else 'ASC'}"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
         entries = [_entry(row) for row in conn.execute(sql, params)]
-        return usage_entries(entries, newest_first=newest_first, limit=limit) if usage \
-            else entries
+        return typed_entries(entry_type, entries, newest_first=newest_first, limit=limit)
     except sqlite3.DatabaseError as exc:
         raise JournalError(f"cannot read {path}: {exc}") from exc
     finally:

@@ -17,7 +17,12 @@ carry everything and read as they are:
   out before an intent when they are exactly its call; ``turns_of`` gives them back and
   ``with_turns`` puts them back in a list of entries, where they were;
 - (schema 8 on) a ``run_finished``'s ``event_done`` when it is what its state says: true for
-  a run that succeeded, false otherwise (``entry.event_done``).
+  a run that succeeded, false otherwise (``entry.event_done``);
+- (SQLite schema 9, PostgreSQL schema 8 on) a run's ``run_started`` when the run's first entry
+  that waits is a ``tool_intent`` carrying the model turns before it: that intent keeps the
+  start's data as ``started`` (``fold_start``); ``with_starts`` puts the start back before it
+  in a list of entries (its seq, run and time), and a read of ``run_started`` entries reads
+  those intents too (``start_entries``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,13 @@ _GOAL = re.compile(
     r"event_id=(?P<event_id>[^\n ]*) at=(?P<at>[^\n ]*)\n"
     r"<untrusted-(?P<tag>[0-9a-f]+)> " + re.escape(_NOTICE) + r"\n"
     r"<untrusted-(?P=tag)>\n(?P<body>.*)\n</untrusted-(?P=tag)>", re.DOTALL)
+
+
+#: The key of a ``tool_intent``'s data that holds its run's start (the ``run_started`` data),
+#: and of a ``run_finished``'s that holds the start of a run that wrote nothing before its end.
+STARTED = "started"
+#: The text every intent carrying a start has (a quick test on the text, before the exact one).
+CARRIES_START = '"started":{'
 
 
 def event_done_kept(state: str, done: bool) -> bool:
@@ -277,3 +289,84 @@ def usage_entries(entries: list[JournalEntry], *, newest_first: bool = False,
             turns = _as_entries(entry)
             out.extend(reversed(turns) if newest_first else turns)
     return out if limit is None else out[:max(0, limit)]
+
+
+# -- a run's start, carried by its first tool intent (SQLite schema 9, PostgreSQL schema 8) ----
+def carries_start(entry: JournalEntry) -> bool:
+    """Whether ``entry`` is a tool intent that carries its run's start."""
+    return entry.entry_type == EntryType.TOOL_INTENT and isinstance(entry.data.get(STARTED),
+                                                                     dict)
+
+
+def start_of(carrier: JournalEntry) -> JournalEntry:
+    """The ``run_started`` entry a tool intent carries, with the intent's seq, run and time
+    (``carries_start`` must hold)."""
+    return JournalEntry(carrier.process, EntryType.RUN_STARTED, dict(carrier.data[STARTED]),
+                        process_id=carrier.process_id, run_id=carrier.run_id,
+                        timestamp=carrier.timestamp, seq=carrier.seq)
+
+
+def without_start(carrier: JournalEntry) -> JournalEntry:
+    """The tool intent itself, as a journal without the fold has it (``started`` left out)."""
+    return JournalEntry(carrier.process, carrier.entry_type,
+                        {k: v for k, v in carrier.data.items() if k != STARTED},
+                        process_id=carrier.process_id, run_id=carrier.run_id,
+                        timestamp=carrier.timestamp, seq=carrier.seq)
+
+
+def with_starts(entries: list[JournalEntry]) -> list[JournalEntry]:
+    """``entries`` with each start a tool intent carries put back before it as the
+    ``run_started`` entry it stands for (the intent's seq, run and time), and the intent
+    without it: as a journal without the fold has them."""
+    out: list[JournalEntry] = []
+    for entry in entries:
+        if carries_start(entry):
+            out.append(start_of(entry))
+            out.append(without_start(entry))
+        else:
+            out.append(entry)
+    return out
+
+
+def start_entries(entries: list[JournalEntry], *, limit: int | None = None
+                  ) -> list[JournalEntry]:
+    """A read of ``run_started`` entries from ``entries`` (in the read's order, carriers
+    among them): each start as it is, each carrier's start as the entry it stands for."""
+    out = [start_of(e) if carries_start(e) else e for e in entries
+           if e.entry_type == EntryType.RUN_STARTED or carries_start(e)]
+    return out if limit is None else out[:max(0, limit)]
+
+
+#: SQLite's test that an entry ``e`` is a tool intent carrying its run's start.
+SQLITE_CARRIES_START = (f"instr(e.data, '{CARRIES_START}') > 0 AND "
+                        "json_type(e.data, '$.started') = 'object'")
+
+
+def start_type_sql(carries: str = SQLITE_CARRIES_START, mark: str = "?") -> str:
+    """The SQL term (one parameter: ``run_started``) that selects the entries a read of
+    ``run_started`` entries reads: theirs and the tool intents that carry one (``carries``:
+    the backend's test, SQLite's by default)."""
+    return f"(e.entry_type = {mark} OR (e.entry_type = '{EntryType.TOOL_INTENT}' AND {carries}))"
+
+
+def typed_sql(entry_type: str, *, mark: str = "?", carries_turns: str = SQLITE_CARRIES,
+              carries_start: str = SQLITE_CARRIES_START) -> str:
+    """The SQL term (one parameter: ``entry_type``) of a read of one entry type: with the
+    entries that carry such entries (model turns, a run's start), else a plain comparison."""
+    if entry_type == EntryType.MODEL_USAGE:
+        return usage_type_sql(carries_turns, mark)
+    if entry_type == EntryType.RUN_STARTED:
+        return start_type_sql(carries_start, mark)
+    return f"e.entry_type = {mark}"
+
+
+def typed_entries(entry_type: str | None, entries: list[JournalEntry], *,
+                  newest_first: bool = False, limit: int | None = None) -> list[JournalEntry]:
+    """The entries a read of ``entry_type`` gives back from the rows ``typed_sql`` selected:
+    the carried ones as the entries they stand for (``entries`` as they are for other types,
+    already cut to the read's limit)."""
+    if entry_type == EntryType.MODEL_USAGE:
+        return usage_entries(entries, newest_first=newest_first, limit=limit)
+    if entry_type == EntryType.RUN_STARTED:
+        return start_entries(entries, limit=limit)
+    return entries

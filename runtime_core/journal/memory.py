@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from runtime_core.journal.entry import CheckpointEntry, EntryType, JournalEntry
-from runtime_core.journal.left_out import CARRIERS, usage_entries
+from runtime_core.journal.left_out import CARRIERS, carries_start, typed_entries
 from runtime_core.journal.provider import (
     DELIVERY_KEEP_SECONDS,
     IndexRules,
@@ -125,11 +125,12 @@ class InMemoryJournal:
         """The entries ``query`` selects (a ReadFilter, or a process name: see read_filter)."""
         query = read_filter(query, since=since, entry_type=entry_type, limit=limit)
         usage = query.entry_type == EntryType.MODEL_USAGE  # with the turns carriers carry
+        starts = query.entry_type == EntryType.RUN_STARTED  # with the intents carrying one
         out = [
             e for e in self._entries
             if (query.process is None or e.process == query.process)
             and (query.entry_type is None or e.entry_type == query.entry_type
-                 or (usage and e.entry_type in CARRIERS))
+                 or (usage and e.entry_type in CARRIERS) or (starts and carries_start(e)))
             and (query.run_id is None or e.run_id == query.run_id)
             and (query.since_seq is None or e.seq > query.since_seq)
             and (query.since_time is None or e.timestamp >= query.since_time)
@@ -139,8 +140,7 @@ class InMemoryJournal:
         ]
         if query.newest_first:
             out.reverse()
-        if usage:
-            out = usage_entries(out, newest_first=query.newest_first)
+        out = typed_entries(query.entry_type, out, newest_first=query.newest_first)
         if query.limit is not None:
             out = out[: query.limit]
         return [copy.deepcopy(e) for e in out]

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from runtime_core.errors import RuntimeBaseError
 from runtime_core.journal.entry import CheckpointEntry, EntryType, JournalEntry, event_done
+from runtime_core.journal.left_out import STARTED, carries_start
 from runtime_core.triggers.base import DELIVERY_KEY
 
 #: How long the delivery index remembers a delivery (senders redeliver within days).
@@ -212,10 +213,12 @@ class IndexRules:
             key = _delivery_key(attachment)
             if key is not None:
                 ops.append(("delivery_add", (key, attachment["event_id"])))
-        elif kind == EntryType.RUN_STARTED:
+        elif kind == EntryType.RUN_STARTED or carries_start(entry):
+            # a run's start, or a tool intent that carries it (journal.left_out.STARTED)
+            start = data if kind == EntryType.RUN_STARTED else data[STARTED]
             need(bool(entry.run_id), "a run_id")
-            need(bool(data.get("event_id")), "data.event_id")
-            ops.append(("run_open", (entry.run_id, data["event_id"], data.get("attempt", 1))))
+            need(bool(start.get("event_id")), "data.event_id")
+            ops.append(("run_open", (entry.run_id, start["event_id"], start.get("attempt", 1))))
         elif kind in (EntryType.RUN_WAITING, EntryType.RECONCILED, EntryType.RUN_FINISHED,
                       EntryType.EVIDENCE):
             need(bool(entry.run_id), "a run_id")

@@ -49,6 +49,7 @@ from runtime_core.agent.model import ModelTurn, ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.left_out import (
+    STARTED,
     USAGE,
     carry_turns,
     event_done_kept,
@@ -232,15 +233,21 @@ class ProcessRecorder:
             self._submit(EntryType.PROFILE, {k: v for k, v in identity.items() if k != "goal"})
         return {"config_digest": digest, "goal": identity.get("goal", "")}
 
-    def _write_start(self, run_id: str) -> None:
-        held = self._held.pop(run_id)
+    def _start_data(self, run_id: str, held: _HeldStart) -> dict[str, Any]:
+        """The data a run's start is written with: its identity as ``_profile_of`` keeps it
+        (the profile entry submitted first, once per configuration), its goal remembered for
+        its end (``_rebuilt_from_start``)."""
         data = dict(held.start)
         if isinstance(data.get("identity"), dict):
             data["identity"] = self._profile_of(data["identity"])
             goal = data["identity"].get("goal")
             if isinstance(goal, str):
                 self._goals[run_id] = goal
-        entry = self._entry(EntryType.RUN_STARTED, data, run_id)
+        return data
+
+    def _write_start(self, run_id: str) -> None:
+        held = self._held.pop(run_id)
+        entry = self._entry(EntryType.RUN_STARTED, self._start_data(run_id, held), run_id)
         # A standard goal is left out, rendered again on read (schema 6 on; after redaction,
         # so what is rendered is what would have been kept).
         entry.data = leave_goal_out(entry.data, entry.timestamp)
@@ -291,6 +298,12 @@ class ProcessRecorder:
         # the model turns before it ride in it (schema 7 on: left_out.carry_turns).
         data = {"step": step, "tool": call.name, "call_id": call.call_id, "effect": effect,
                 "args": call.args, **(info or {})}
+        held = None if self.full else self._held.get(run_id)
+        if held is not None:
+            carried = carry_turns(held.usage, data)
+            if carried is not None or not held.usage:
+                await self._intent_with_start(run_id, held, data, carried)
+                return
         turns = self._turns_before(run_id)
         carried = carry_turns(turns, data)
         if carried is not None:
@@ -299,6 +312,24 @@ class ProcessRecorder:
             for usage in turns:
                 self._submit(EntryType.MODEL_USAGE, usage, run_id=run_id)
         await self.append(EntryType.TOOL_INTENT, data, run_id=run_id)
+
+    async def _intent_with_start(self, run_id: str, held: _HeldStart, data: dict[str, Any],
+                                 carried: list[dict[str, Any]] | None) -> None:
+        """The run's first intent, its start folded in (SQLite schema 9, PostgreSQL schema 8:
+        ``left_out.STARTED``; a read gives the start back as the ``run_started`` entry it
+        stands for): one row where there were two, the start's goal left out as a written
+        start's is, by the intent's time. Only when the intent carries the model turns before
+        it exactly, so that the start still comes before them."""
+        self._refuse_sealed(EntryType.TOOL_INTENT)
+        del self._held[run_id]
+        if carried is not None:
+            data[USAGE] = carried
+        start = self._start_data(run_id, held)
+        entry = self._entry(EntryType.TOOL_INTENT, data, run_id)
+        if self.redact is not None:
+            start = self.redact(start)
+        entry.data[STARTED] = leave_goal_out(start, entry.timestamp)
+        await self.journal.append(entry)
 
     def tool_result(self, run_id: str, step: int, call: ToolCall, effect: str,
                     result: str, ok: bool, updates: dict[str, Any],

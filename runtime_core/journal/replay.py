@@ -10,7 +10,13 @@ from runtime_core.agent.attachments import ATTACHMENTS_KEY
 from runtime_core.agent.model import ToolCall
 from runtime_core.context import Message
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.left_out import identity_of, intent_key, result_artifacts, with_turns
+from runtime_core.journal.left_out import (
+    identity_of,
+    intent_key,
+    result_artifacts,
+    with_starts,
+    with_turns,
+)
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.rewind import RewindEngine, fold_context
 
@@ -167,7 +173,8 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
             if call.call_id in settled:
                 out.history.append(settled[call.call_id])
 
-    for entry in with_turns(entries):  # the model turns an intent carries, before it
+    # the start and the model turns a tool intent carries, before it, in that order
+    for entry in with_turns(with_starts(entries)):
         d = entry.data
         kind = entry.entry_type
         if kind == EntryType.MODEL_USAGE and d.get("sampling"):  # a server's, inside a call:

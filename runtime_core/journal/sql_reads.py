@@ -16,7 +16,12 @@ from typing import Any
 
 from runtime_core.journal.entry import CheckpointEntry, EntryType, JournalEntry
 from runtime_core.journal.faults import FaultState
-from runtime_core.journal.left_out import usage_entries
+from runtime_core.journal.left_out import (
+    SQLITE_CARRIES,
+    SQLITE_CARRIES_START,
+    typed_entries,
+    typed_sql,
+)
 from runtime_core.journal.provider import (
     DELIVERY_KEEP_SECONDS,
     OpenRun,
@@ -49,6 +54,10 @@ class SqlReads(ABC):
     #: the whole id off the index (SQLite's), and the parameter as the key takes it.
     RUN_PLUS = "+"
     RUN_KEY_MARK = "?"
+    #: The backend's tests that an entry ``e`` carries model turns, or its run's start
+    #: (journal.left_out.typed_sql).
+    CARRIES_TURNS = SQLITE_CARRIES
+    CARRIES_START = SQLITE_CARRIES_START
     read_sql: Callable[[ReadFilter], tuple[str, tuple[Any, ...]]]
     row_to_entry: Callable[[Any], JournalEntry]
     #: How long a read waits for the entries submitted before it to commit, so that it sees
@@ -88,10 +97,9 @@ class SqlReads(ABC):
         query = read_filter(query, since=since, entry_type=entry_type, limit=limit)
         decode = type(self).row_to_entry
         entries = [decode(row) for row in await self._fetch(*type(self).read_sql(query))]
-        if query.entry_type != EntryType.MODEL_USAGE:
-            return entries
-        # read_sql also selected the tool intents and run ends that carry model turns
-        return usage_entries(entries, newest_first=query.newest_first, limit=query.limit)
+        # read_sql also selected the entries that carry model turns or a run's start
+        return typed_entries(query.entry_type, entries, newest_first=query.newest_first,
+                             limit=query.limit)
 
     async def runs_entries(self, process: str, run_ids: Sequence[str],
                            entry_type: str | None = None) -> list[JournalEntry]:
@@ -102,7 +110,8 @@ class SqlReads(ABC):
         decode = type(self).row_to_entry
         found: list[JournalEntry] = []
         ids = list(dict.fromkeys(run_ids))
-        typed = "" if entry_type is None else " AND e.entry_type = ?"
+        typed = "" if entry_type is None else " AND " + typed_sql(
+            entry_type, carries_turns=self.CARRIES_TURNS, carries_start=self.CARRIES_START)
         for at in range(0, len(ids), RUNS_PAGE):
             page = ids[at:at + RUNS_PAGE]
             runs = runs_term("e.run_id", len(page), plus=self.RUN_PLUS,
@@ -112,7 +121,8 @@ class SqlReads(ABC):
                 f"AND {runs} ORDER BY e.seq"),
                 (process, *(() if entry_type is None else (entry_type,)), *runs_params(page)))
             found.extend(decode(row) for row in rows)
-        return sorted(found, key=lambda e: e.seq) if len(ids) > RUNS_PAGE else found
+        found = sorted(found, key=lambda e: e.seq) if len(ids) > RUNS_PAGE else found
+        return typed_entries(entry_type, found)
 
     async def count_types(self, process: str, *, since_seq: int = 0) -> dict[str, int]:
         rows = await self._fetch(self._q(

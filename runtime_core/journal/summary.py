@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.left_out import turns_of
+from runtime_core.journal.left_out import STARTED, turns_of
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -48,7 +48,8 @@ def summarize(entry: JournalEntry) -> str:
     if t == EntryType.TOOL_INTENT:
         turns = turns_of(t, d)  # the model turns it carries (schema 7 on)
         after = f" (model turn {turns[-1].get('turn', '')})" if turns else ""
-        return f"{d.get('effect')} {d.get('tool')}({_short(d.get('args', {}), 50)}){after}"
+        start = "run started · " if isinstance(d.get(STARTED), dict) else ""  # it carries
+        return f"{start}{d.get('effect')} {d.get('tool')}({_short(d.get('args', {}), 50)}){after}"
     if t == EntryType.TOOL_RESULT:
         mark = "✓" if d.get("ok", True) else "✗"
         return f"{mark} {d.get('tool')} → {_short(d.get('result', ''), 50)}"

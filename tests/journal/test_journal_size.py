@@ -50,8 +50,11 @@ def _rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
 def _as_schema_4(path: Path) -> list[list[dict[str, Any]]]:
     """Rewrite ``path``'s run ends as schema 4 wrote them (the messages kept in each, the
     checksum to match) and mark it schema 4; return those messages, run by run."""
-    goals = dict(_rows(path, "SELECT run_id, json_extract(data, '$.identity.goal') FROM entries "
-                             "WHERE entry_type = 'run_started'"))
+    goals = dict(_rows(  # a start of its own, or the one a first intent carries (schema 9)
+        path, "SELECT run_id, coalesce(json_extract(data, '$.identity.goal'), "
+              "json_extract(data, '$.started.identity.goal')) FROM entries "
+              "WHERE entry_type = 'run_started' OR (entry_type = 'tool_intent' AND "
+              "json_type(data, '$.started') = 'object')"))
     kept = []
     with closing(sqlite3.connect(path)) as conn, conn:
         for seq, run_id, text in conn.execute(

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from runtime_core import AgentProcess, AgentRuntime, ProcessConfig, ToolContext, TriggerEvent
 from runtime_core.journal import InMemoryJournal
 from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.left_out import identity_of
+from runtime_core.journal.left_out import identity_of, with_starts
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.rewind import UnknownEntry, fold_context
 from tests.helpers.polling import wait_for
@@ -59,7 +59,7 @@ def reference(all_entries: list[JournalEntry], seq: int) -> tuple[dict[str, Any]
     context: dict[str, Any] = {"owner": "ops"}
     messages: list[Any] = []
     goals: dict[str | None, str] = {}
-    for entry in all_entries:
+    for entry in with_starts(all_entries):  # schema 9: a start rides in its first intent
         if entry.seq >= seq:
             break
         fold_context(context, entry)

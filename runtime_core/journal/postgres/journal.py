@@ -45,6 +45,8 @@ from runtime_core.journal.postgres.dsn import Scrubber, scrubbed_error
 from runtime_core.journal.postgres.fencing import JournalFenced
 from runtime_core.journal.postgres.reading import ReadConnections, plan_reads
 from runtime_core.journal.postgres.schema import (
+    CARRIES_START_SQL,
+    CARRIES_TURNS_SQL,
     SELECT_ENTRIES,
     migrate,
     read_sql,
@@ -85,6 +87,8 @@ class PostgresJournal(SqlReads):
     SELECT_ENTRIES = SELECT_ENTRIES
     RUN_PLUS = ""  # PostgreSQL has no unary-plus trap; substr needs its parameter's type
     RUN_KEY_MARK = "?::text"  # "?" is this backend's %s (_q)
+    CARRIES_TURNS = CARRIES_TURNS_SQL
+    CARRIES_START = CARRIES_START_SQL
     read_sql = staticmethod(read_sql)
     row_to_entry = staticmethod(row_to_entry)
 

@@ -23,8 +23,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.left_out import usage_entries
+from runtime_core.journal.entry import JournalEntry
+from runtime_core.journal.left_out import typed_entries
 from runtime_core.journal.postgres.dsn import Scrubber, describe_dsn
 from runtime_core.journal.postgres.schema import (
     SCHEMA_VERSION,
@@ -227,10 +227,8 @@ class PostgresReader:
         with self.transaction() as conn:
             rows = conn.execute(sql, params).fetchall()
         entries = [row_to_entry(row) for row in rows]
-        if entry_type != EntryType.MODEL_USAGE:
-            return entries
-        # read_sql also selected the tool intents and run ends that carry model turns
-        return usage_entries(entries, newest_first=newest_first, limit=limit)
+        # read_sql also selected the entries that carry model turns or a run's start
+        return typed_entries(entry_type, entries, newest_first=newest_first, limit=limit)
 
     def dead_letters(self, process: str) -> list[StoredDeadLetter]:
         """The dead letters the journal keeps for ``process``, oldest first."""

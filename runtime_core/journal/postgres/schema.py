@@ -15,12 +15,12 @@ from typing import Any
 
 import psycopg
 
-from runtime_core.journal.entry import TYPE_INDEXED, TYPES_INDEXED, EntryType, JournalEntry
-from runtime_core.journal.left_out import CARRIES_TURNS, usage_type_sql
+from runtime_core.journal.entry import TYPE_INDEXED, TYPES_INDEXED, JournalEntry
+from runtime_core.journal.left_out import CARRIES_START, CARRIES_TURNS, typed_sql
 from runtime_core.journal.provider import JournalError, ReadFilter
 from runtime_core.journal.run_key import key_expression, runs_params, runs_term
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: pg_advisory_xact_lock key held while migrating: two nodes opening a fresh database at once
 #: migrate one after the other (the second finds the work done). "promptui" as 8 bytes.
 MIGRATION_LOCK = int.from_bytes(b"promptui", "big") & 0x7FFF_FFFF_FFFF_FFFF
@@ -29,6 +29,10 @@ MIGRATION_LOCK = int.from_bytes(b"promptui", "big") & 0x7FFF_FFFF_FFFF_FFFF
 CARRIES_TURNS_SQL = (f"strpos(e.data, '{CARRIES_TURNS}') > 0 AND ("
                      "json_typeof(e.data::json -> 'usage') = 'array' OR "
                      "json_typeof(e.data::json -> 'started' -> 'usage') = 'array')")
+
+#: PostgreSQL's test that an entry ``e`` (a tool intent) carries its run's start.
+CARRIES_START_SQL = (f"strpos(e.data, '{CARRIES_START}') > 0 AND "
+                     "json_typeof(e.data::json -> 'started') = 'object'")
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -111,6 +115,9 @@ MIGRATIONS: dict[int, list[str]] = {
     # leaves a tenth of each free for inserts in the middle, which a seq never makes).
     7: ["ALTER TABLE entries DROP CONSTRAINT IF EXISTS entries_pkey",
         "ALTER INDEX entries_process_seq SET (fillfactor = 100)"],
+    # 8: the SQLite journal's schema 9: a run's start rides in its first tool intent
+    # (journal.left_out.STARTED). No table changes; an older promptui refuses the database.
+    8: [],
 }
 
 
@@ -221,9 +228,9 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
     if query.entry_type in TYPES_INDEXED:  # the planner then sees the partial index covers it
         where.append("e." + TYPE_INDEXED)
     for value, clause in ((query.process, "e.process = %s"),
-                          (query.entry_type, usage_type_sql(CARRIES_TURNS_SQL, "%s")
-                           if query.entry_type == EntryType.MODEL_USAGE  # with carried turns
-                           else "e.entry_type = %s"),
+                          (query.entry_type, typed_sql(  # with the entries carrying such
+                              query.entry_type or "", mark="%s", carries_turns=CARRIES_TURNS_SQL,
+                              carries_start=CARRIES_START_SQL)),
                           (query.since_seq, "e.seq > %s"),
                           (query.since_time, "e.ts >= %s"),
                           (query.until_seq, "e.seq < %s"),

@@ -29,6 +29,7 @@ import sqlite3
 from pathlib import Path
 
 from runtime_core.journal.entry import EntryType
+from runtime_core.journal.left_out import CARRIES_START, STARTED
 from runtime_core.journal.provider import IndexRules
 from runtime_core.journal.run_key import runs_params, runs_term
 from runtime_core.journal.sqlite.left_behind import left_behind
@@ -206,6 +207,11 @@ def _check_process(conn: sqlite3.Connection, process: str, pids: set[int]) -> li
         elif entry_type == EntryType.RUN_STARTED and run_id:
             started[run_id] = (seq, str(_field(data, "event_id")))
             unfinished.add(run_id)
+        elif entry_type == EntryType.TOOL_INTENT and run_id and CARRIES_START in data:
+            carried = _field(data, STARTED)  # a run's start, carried by its first intent
+            if isinstance(carried, dict):
+                started[run_id] = (seq, str(carried.get("event_id")))
+                unfinished.add(run_id)
         elif entry_type == EntryType.RUN_FINISHED and run_id:
             unfinished.discard(run_id)
     if expected == start and start > 1:

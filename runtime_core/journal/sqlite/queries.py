@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runtime_core.journal.entry import EntryType, JournalEntry
-from runtime_core.journal.left_out import usage_type_sql
+from runtime_core.journal.entry import JournalEntry
+from runtime_core.journal.left_out import typed_sql
 from runtime_core.journal.provider import JournalError, ReadFilter
 from runtime_core.journal.run_key import runs_params, runs_term
 from runtime_core.journal.sqlite.schema import TYPE_INDEXED, TYPES_INDEXED, checksum
@@ -41,8 +41,7 @@ def read_sql(query: ReadFilter) -> tuple[str, tuple[Any, ...]]:
         where.append(f"{by_run}e.process = ?")
         params.append(query.process)
     if query.entry_type is not None:
-        where.append(usage_type_sql() if query.entry_type == EntryType.MODEL_USAGE
-                     else "e.entry_type = ?")  # model turns: with those carriers carry
+        where.append(typed_sql(query.entry_type))  # with the carriers of such entries
         params.append(query.entry_type)
         if query.entry_type in TYPES_INDEXED:  # SQLite then sees the partial index covers it
             where.append("e." + TYPE_INDEXED)

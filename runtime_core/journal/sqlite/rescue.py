@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime_core.journal.entry import EntryType
+from runtime_core.journal.left_out import STARTED
 from runtime_core.journal.sqlite.marks import TABLE as RETAINED
 from runtime_core.journal.sqlite.pages import BTreePage, Cell, PageFile, schema_roots
 from runtime_core.journal.sqlite.schema import checksum
@@ -225,8 +226,12 @@ def _take_entry(out: Rescued, cell: Cell, guessed: bool) -> bool:
     if not isinstance(fields, dict):
         out.torn_entries += 1
         return not guessed
-    if v[5] not in FOLDED:  # what the salvage's plan reads of the others: their step
-        fields = {"step": fields["step"]} if isinstance(fields.get("step"), int) else {}
+    if v[5] not in FOLDED:  # what the salvage's plan reads of the others: their step (and
+        # the run start a tool intent carries)
+        kept = {k: fields[k] for k in (STARTED,) if isinstance(fields.get(k), dict)}
+        if isinstance(fields.get("step"), int):
+            kept["step"] = fields["step"]
+        fields = kept
     row = EntryRow(cell.rowid, v[1], v[2], v[3], float(v[4]), v[5], v[6], v[7], v[8], fields)
     out.entries.setdefault(row.process, {}).setdefault(row.seq, row)
     return True

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runtime_core.journal.entry import EntryType, event_done
+from runtime_core.journal.left_out import STARTED
 from runtime_core.journal.provider import IndexRules
 from runtime_core.journal.sqlite.rescue import EntryRow, Rescued
 
@@ -228,12 +229,11 @@ def _fold(rows: dict[int, EntryRow]) -> tuple[dict[str, _Event], dict[str, _Run]
         if kind == EntryType.EVENT_ACCEPTED and isinstance(data.get("event_id"), str):
             event = events.setdefault(data["event_id"], _Event())
             event.accepted, event.state, event.fields = seq, "queued", data
+        elif kind == EntryType.TOOL_INTENT and run_id and isinstance(data.get(STARTED), dict) \
+                and isinstance(data[STARTED].get("event_id"), str):
+            _started(events, runs, run_id, data[STARTED], seq)  # carried by its first intent
         elif kind == EntryType.RUN_STARTED and run_id and isinstance(data.get("event_id"), str):
-            attempt = data.get("attempt")
-            runs[run_id] = _Run(data["event_id"], attempt if isinstance(attempt, int) else 1,
-                                seq)
-            event = events.setdefault(data["event_id"], _Event())
-            event.state, event.run = "running", run_id
+            _started(events, runs, run_id, data, seq)
         elif kind in (EntryType.RUN_WAITING, EntryType.RECONCILED, EntryType.EVIDENCE) \
                 and run_id in runs:
             runs[run_id].waiting = kind == EntryType.RUN_WAITING
@@ -253,6 +253,15 @@ def _fold(rows: dict[int, EntryRow]) -> tuple[dict[str, _Event], dict[str, _Run]
                 if event.state == "dead" and (ids is None or event_id in _ids(ids)):
                     event.state = "cleared"
     return events, runs
+
+
+def _started(events: dict[str, _Event], runs: dict[str, _Run], run_id: str,
+             start: dict[str, Any], seq: int) -> None:
+    """A run's start (a ``run_started`` entry's data, or the one a tool intent carries)."""
+    attempt = start.get("attempt")
+    runs[run_id] = _Run(start["event_id"], attempt if isinstance(attempt, int) else 1, seq)
+    event = events.setdefault(start["event_id"], _Event())
+    event.state, event.run = "running", run_id
 
 
 def _ids(value: Any) -> list[str]:

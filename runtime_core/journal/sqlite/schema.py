@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # only a type here: reading a journal file read-only needs no
 
     from runtime_core.journal.sqlite.left_behind import LeftBehind
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 #: How check_readable's reason for a journal of a newer promptui starts (never damage).
 NEWER = "written by a newer promptui"
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -141,6 +141,10 @@ MIGRATIONS: dict[int, list[str]] = {
     # event_done when its state says it (journal.left_out.event_done). An older promptui,
     # whose queries would no longer find a run by the index, refuses the file.
     8: ["DROP INDEX IF EXISTS entries_by_run", RUN_INDEX],
+    # 9: a run's start rides in its first tool intent when that intent carries the model
+    # turns before it (journal.left_out.STARTED): one row a run fewer. No table changes; an
+    # older promptui, which would see such a run as never started, refuses the file.
+    9: [],
 }
 
 
