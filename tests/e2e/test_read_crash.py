@@ -48,7 +48,9 @@ def test_a_kill_inside_a_read_resumes_the_same_run_with_its_counters(tmp_path: P
     idle = json.loads(next(line for line in lines if line.startswith("IDLE "))[5:])
     assert idle["recovered"]["resumed_runs"] == 1
     entries = run_entries(tmp_path / "journal.db")
-    started = [run_id for kind, run_id, _ in entries if kind == "run_started"]
+    # a start of its own, or carried by the run's first intent (schema 9)
+    started = [run_id for kind, run_id, data in entries
+               if kind == "run_started" or (kind == "tool_intent" and "started" in data)]
     assert len(started) == 1  # the same run went on: no second run of the event
     assert idle["run"]["run_id"] == started[0] and idle["run"]["event_id"] == "ev-1"
     interrupted = [data for kind, _, data in entries if kind == "tool_interrupted"]

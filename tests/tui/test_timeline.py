@@ -245,7 +245,9 @@ async def test_preview_cancel_then_apply_on_a_real_runtime(tmp_path: Path) -> No
                         what=f"booking {n}")
         await until(pilot, lambda: not process.active_runs(), what="the run to finish")
         screen = await open_timeline(pilot, "booker")
-        starts = [i for i, e in enumerate(screen.table.entries) if e.entry_type == "run_started"]
+        # each run's start rides in its first intent (schema 9): "run started · write book()"
+        starts = [i for i, e in enumerate(screen.table.entries)
+                  if e.entry_type == "run_started" or e.summary.startswith("run started")]
         assert len(starts) == 2
         screen.table.move_cursor(row=starts[0], animate=False)  # the second run's start
         await pilot.pause()
