@@ -22,7 +22,10 @@ carry everything and read as they are:
   that waits is a ``tool_intent`` carrying the model turns before it: that intent keeps the
   start's data as ``started`` (``fold_start``); ``with_starts`` puts the start back before it
   in a list of entries (its seq, run and time), and a read of ``run_started`` entries reads
-  those intents too (``start_entries``).
+  those intents too (``start_entries``); and in the turns an intent carries, the last one's
+  ``step`` when it is the intent's step minus one, and a ``turn`` that is 0 (``turns_of``);
+- (the same schemas) a goal's fence ``tag`` when it is the run's own (``fence_tag``: the first
+  eight characters of its random id), rendered again from the entry's run id.
 """
 
 from __future__ import annotations
@@ -56,6 +59,14 @@ STARTED = "started"
 CARRIES_START = '"started":{'
 
 
+def fence_tag(run_id: str | None) -> str | None:
+    """The tag that fences a run's goal (``render_goal``): the first eight characters of its
+    run id, random hex nobody outside sees before the run starts; None for an id that is not
+    (the goal then gets a tag of its own, kept with its parts)."""
+    tag = (run_id or "")[:8]
+    return tag if len(tag) == 8 and all(c in "0123456789abcdef" for c in tag) else None
+
+
 def event_done_kept(state: str, done: bool) -> bool:
     """Whether a run end in ``state`` writes its ``event_done`` (``done``): only when it is
     not what ``entry.event_done`` reads from the state alone."""
@@ -81,9 +92,11 @@ def at_text(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
 
 
-def goal_parts(goal: str, event_id: Any, timestamp: float) -> dict[str, Any] | None:
-    """What of ``goal`` a ``run_started`` entry (its ``event_id``, its ``timestamp``) keeps so
-    that ``identity_of`` renders it again exactly; None when it is not a standard rendering."""
+def goal_parts(goal: str, event_id: Any, timestamp: float, run_id: str | None = None
+               ) -> dict[str, Any] | None:
+    """What of ``goal`` a ``run_started`` entry (its ``event_id``, its ``timestamp``, its
+    ``run_id``) keeps so that ``identity_of`` renders it again exactly; None when it is not a
+    standard rendering."""
     found = _GOAL.fullmatch(goal)
     if found is None:
         return None
@@ -92,7 +105,8 @@ def goal_parts(goal: str, event_id: Any, timestamp: float) -> dict[str, Any] | N
         parts["event_id"] = found["event_id"]
     if found["at"] != at_text(timestamp):
         parts["at"] = found["at"]
-    parts["tag"] = found["tag"]
+    if found["tag"] != fence_tag(run_id):  # the run's own tag is rendered from its id
+        parts["tag"] = found["tag"]
     body = found["body"]
     try:  # a JSON payload is kept as JSON (no escaped quotes) when it renders back the same
         value = json.loads(body)
@@ -103,24 +117,27 @@ def goal_parts(goal: str, event_id: Any, timestamp: float) -> dict[str, Any] | N
         parts["payload"] = value
     else:
         parts["body"] = body
-    if _render(parts, event_id, timestamp) != goal:
+    if _render(parts, event_id, timestamp, run_id) != goal:
         return None
     return parts
 
 
-def _render(parts: dict[str, Any], event_id: Any, timestamp: float) -> str | None:
+def _render(parts: dict[str, Any], event_id: Any, timestamp: float, run_id: str | None
+            ) -> str | None:
     body = parts["body"] if "body" in parts else json.dumps(parts.get("payload"))
     fields = [parts.get("trigger"), parts.get("trigger_id"), parts.get("event_id", event_id),
-              parts.get("at") or at_text(timestamp), parts.get("tag"), body]
+              parts.get("at") or at_text(timestamp), parts.get("tag") or fence_tag(run_id), body]
     texts = [f for f in fields if isinstance(f, str)]
     if len(texts) != len(fields):  # parts a writer never makes: no goal, never a guess
         return None
     return render_goal(*texts)
 
 
-def identity_of(data: dict[str, Any], timestamp: float) -> dict[str, Any] | None:
-    """The identity a ``run_started`` entry's ``data`` (written at ``timestamp``) keeps, its
-    goal rendered again when it was left out; None when it keeps none."""
+def identity_of(data: dict[str, Any], timestamp: float, run_id: str | None = None
+                ) -> dict[str, Any] | None:
+    """The identity a ``run_started`` entry's ``data`` (written at ``timestamp`` for the run
+    ``run_id``) keeps, its goal rendered again when it was left out; None when it keeps
+    none."""
     identity = data.get("identity")
     if not isinstance(identity, dict):
         return None
@@ -128,19 +145,20 @@ def identity_of(data: dict[str, Any], timestamp: float) -> dict[str, Any] | None
     if "goal" in identity or not isinstance(parts, dict):
         return dict(identity)
     out = {k: v for k, v in identity.items() if k != GOAL_PARTS}
-    goal = _render(parts, data.get("event_id"), timestamp)
+    goal = _render(parts, data.get("event_id"), timestamp, run_id)
     out["goal"] = goal if goal is not None else ""
     return out
 
 
-def leave_goal_out(data: dict[str, Any], timestamp: float) -> dict[str, Any]:
-    """``run_started``'s ``data`` with its goal left out when ``identity_of`` renders it again
-    exactly (else ``data`` itself)."""
+def leave_goal_out(data: dict[str, Any], timestamp: float, run_id: str | None = None
+                   ) -> dict[str, Any]:
+    """``run_started``'s ``data`` (of the run ``run_id``) with its goal left out when
+    ``identity_of`` renders it again exactly (else ``data`` itself)."""
     identity = data.get("identity")
     goal = identity.get("goal") if isinstance(identity, dict) else None
     if not isinstance(identity, dict) or not isinstance(goal, str):
         return data
-    parts = goal_parts(goal, data.get("event_id"), timestamp)
+    parts = goal_parts(goal, data.get("event_id"), timestamp, run_id)
     if parts is None:
         return data
     lean = {k: v for k, v in identity.items() if k != "goal"}
@@ -210,10 +228,29 @@ def carry_turns(turns: list[dict[str, Any]], intent: dict[str, Any]
         last = {k: v for k, v in last.items() if k != "tool_calls"}
     elif calls is None:
         last = {**last, "tool_calls": []}
-    carried = [*before, last]
+    if last.get("step") == _step_before(intent):  # schema 9: the step before the intent's
+        last = {k: v for k, v in last.items() if k != "step"}
+    # schema 9: a run's first turn, 0
+    carried = [{k: v for k, v in t.items() if k != "turn" or v != 0} for t in [*before, last]]
     if turns_of(EntryType.TOOL_INTENT, {**intent, USAGE: carried}) != turns:
         return None
     return carried
+
+
+def _step_before(intent: dict[str, Any]) -> int | None:
+    step = intent.get("step")
+    return step - 1 if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _whole(turn: dict[str, Any], step: int | None) -> dict[str, Any]:
+    """A carried turn whole again, its step and turn first as a model turn's entry has them:
+    the step it left out (``step``: the one before its intent's), the turn 0 it left out."""
+    out: dict[str, Any] = {}
+    if "step" in turn or step is not None:
+        out["step"] = turn.get("step", step)
+    out["turn"] = turn.get("turn", 0)
+    out.update((k, v) for k, v in turn.items() if k not in ("step", "turn"))
+    return out
 
 
 def turns_of(entry_type: str, data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -227,7 +264,9 @@ def turns_of(entry_type: str, data: dict[str, Any]) -> list[dict[str, Any]]:
     carried = data.get(USAGE) if entry_type == EntryType.TOOL_INTENT else None
     if not isinstance(carried, list) or not carried:
         return []
-    turns = [dict(t) for t in carried if isinstance(t, dict)]
+    kept = [t for t in carried if isinstance(t, dict)]
+    turns = [_whole(t, _step_before(data) if i == len(kept) - 1 else None)
+             for i, t in enumerate(kept)]
     if turns and "tool_calls" not in turns[-1]:
         turns[-1]["tool_calls"] = _intent_call(data)
     elif turns and turns[-1]["tool_calls"] == []:  # carry_turns said "none": as it was

@@ -250,7 +250,7 @@ class ProcessRecorder:
         entry = self._entry(EntryType.RUN_STARTED, self._start_data(run_id, held), run_id)
         # A standard goal is left out, rendered again on read (schema 6 on; after redaction,
         # so what is rendered is what would have been kept).
-        entry.data = leave_goal_out(entry.data, entry.timestamp)
+        entry.data = leave_goal_out(entry.data, entry.timestamp, run_id)
         self._send(entry, None)
         if self.full:
             for usage in held.usage:
@@ -328,7 +328,7 @@ class ProcessRecorder:
         entry = self._entry(EntryType.TOOL_INTENT, data, run_id)
         if self.redact is not None:
             start = self.redact(start)
-        entry.data[STARTED] = leave_goal_out(start, entry.timestamp)
+        entry.data[STARTED] = leave_goal_out(start, entry.timestamp, run_id)
         await self.journal.append(entry)
 
     def tool_result(self, run_id: str, step: int, call: ToolCall, effect: str,

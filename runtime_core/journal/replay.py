@@ -184,7 +184,7 @@ def rebuild_run(entries: list[JournalEntry]) -> RunRebuild:
         if kind == EntryType.RUN_STARTED:
             out.trace_id, out.span_id = str(d.get("trace_id", "")), str(d.get("span_id", ""))
         if kind == EntryType.RUN_STARTED and isinstance(d.get("identity"), dict):
-            out.identity = identity_of(d, entry.timestamp)
+            out.identity = identity_of(d, entry.timestamp, entry.run_id)
             out.started_seq = entry.seq
         elif kind == EntryType.RUN_WAITING and d.get("reason") == "missing_completion_evidence":
             out.final_reply = str(d.get("reply", ""))

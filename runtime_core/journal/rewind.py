@@ -58,7 +58,7 @@ def end_messages(entry: JournalEntry, started: JournalEntry | None) -> list[Mess
     kept = entry.data.get("messages")
     if not needs_start(entry):
         return list(kept) if isinstance(kept, list) else []
-    identity = identity_of(started.data, started.timestamp) if started else None
+    identity = identity_of(started.data, started.timestamp, started.run_id) if started else None
     goal = identity.get("goal") if identity is not None else None
     reply = {"role": "assistant", "content": str(entry.data.get("reply") or "")}
     return [{"role": "user", "content": goal}, reply] if isinstance(goal, str) else [reply]

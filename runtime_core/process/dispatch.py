@@ -94,7 +94,7 @@ class Dispatch:
         core = self.core
         run = Run(core.name, event, attempt, trace_id=traced.trace_id, span_id=traced.span_id)
         if core.stamp is not None:  # frozen now: what this run executes
-            run.identity = core.stamp.for_goal(render_event_message(event))
+            run.identity = core.stamp.for_goal(render_event_message(event, run.run_id))
         if core.recorder is not None:
             core.recorder.run_started(run.run_id, event.event_id, attempt,
                                       run.identity.to_dict() if run.identity else None,

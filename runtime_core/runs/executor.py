@@ -120,7 +120,7 @@ class RunExecutor:
         messages.extend(s.conversation.messages())
         # The goal frozen in the run's identity is exactly what the model is given.
         goal = run.identity.goal if run.identity is not None else None
-        user = {"role": "user", "content": goal or render_event_message(run.event)}
+        user = {"role": "user", "content": goal or render_event_message(run.event, run.run_id)}
         messages.append(user)
         return messages, user
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from runtime_core import ids
 from runtime_core.agent.model import ToolCall
 from runtime_core.context import Message
-from runtime_core.journal.left_out import payload_text, render_goal
+from runtime_core.journal.left_out import fence_tag, payload_text, render_goal
 from runtime_core.runs.completion import Artifact
 from runtime_core.triggers.base import TriggerEvent
 
@@ -148,14 +148,16 @@ class RunFailure(Exception):
         self.reason = reason
 
 
-def render_event_message(event: TriggerEvent) -> str:
-    """The user message for an event. The payload sits in a freshly tagged block so text inside it
-    cannot pose as instructions or close the block."""
-    # The renderer is the journal's: a run's start leaves a standard goal out and renders it
-    # again on read (journal.left_out).
+def render_event_message(event: TriggerEvent, run_id: str | None = None) -> str:
+    """The user message for an event (run by ``run_id``). The payload sits in a block tagged
+    with fresh random hex so text inside it cannot pose as instructions or close the block:
+    the run's own (the start of its random id, which nobody outside sees before the run
+    starts), else new."""
+    # The renderer is the journal's: a run's start leaves a standard goal out (its tag when it
+    # is the run's) and renders it again on read (journal.left_out).
     return render_goal(event.trigger_type, event.trigger_id, event.event_id,
-                       event.timestamp.isoformat(timespec="seconds"), ids.token_hex(4),
-                       payload_text(event.payload))
+                       event.timestamp.isoformat(timespec="seconds"),
+                       fence_tag(run_id) or ids.token_hex(4), payload_text(event.payload))
 
 
 def assistant_tool_message(reply: str | None, calls: tuple[ToolCall, ...] | list[ToolCall]

@@ -56,7 +56,7 @@ async def test_a_tool_run_keeps_its_start_in_its_first_intent(tmp_path: Path) ->
         accepted = [e.data["event_id"] for e in raw if e.entry_type == EntryType.EVENT_ACCEPTED]
         assert [s.data["event_id"] for s in starts] == accepted
         # the goal the model was given, rendered again from its parts
-        goals = [(identity_of(s.data, s.timestamp) or {}).get("goal") for s in starts]
+        goals = [(identity_of(s.data, s.timestamp, s.run_id) or {}).get("goal") for s in starts]
         said = [m["content"] for m in process.conversation.messages() if m["role"] == "user"]
         assert goals == said and all(g.startswith("[Trigger: manual]") for g in goals)
         newest = await journal.read(ReadFilter(process="bench", newest_first=True, limit=1,

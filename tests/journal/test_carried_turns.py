@@ -48,6 +48,16 @@ def test_turns_an_intent_carries_come_back_exactly_or_are_not_carried(
         assert "tool_calls" not in carried[-1]
 
 
+def test_an_intent_leaves_out_the_step_before_it_and_a_first_turn() -> None:
+    first = {"step": 1, "turn": 0, "output_tokens": 6, "tool_calls": [CALL]}
+    assert carry_turns([first], INTENT) == [{"output_tokens": 6}]  # step 2 - 1, turn 0
+    later = {"step": 5, "turn": 3, "tool_calls": [CALL]}
+    assert carry_turns([later], INTENT) == [{"step": 5, "turn": 3}]  # not derivable: kept
+    both = [{"step": 0, "turn": 0, "reply": "hm"}, {"step": 1, "turn": 1, "tool_calls": [CALL]}]
+    assert carry_turns(both, INTENT) == [{"step": 0, "reply": "hm"}, {"turn": 1}]
+    assert turns_of(EntryType.TOOL_INTENT, {**INTENT, USAGE: carry_turns(both, INTENT)}) == both
+
+
 def _entries(path: Path) -> list[tuple[str, str]]:
     with closing(sqlite3.connect(path)) as conn:
         return conn.execute("SELECT entry_type, data FROM entries WHERE run_id IS NOT NULL "

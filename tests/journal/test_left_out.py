@@ -21,6 +21,7 @@ from runtime_core.journal.entry import EntryType, JournalEntry
 from runtime_core.journal.left_out import (
     ACTION,
     action_artifact,
+    fence_tag,
     identity_of,
     leave_action_out,
     leave_goal_out,
@@ -49,17 +50,33 @@ def stored(data: dict[str, Any]) -> dict[str, Any]:
                                  allow_nan=False))
 
 
-@given(payload=JSONISH | st.text(), trigger_id=st.text(max_size=12), late=st.integers(0, 90))
+RUN_IDS = st.none() | st.just("run-imported") | st.text("0123456789abcdef", min_size=16,
+                                                          max_size=16)
+
+
+@given(payload=JSONISH | st.text(), trigger_id=st.text(max_size=12), late=st.integers(0, 90),
+       run_id=RUN_IDS)
 def test_a_goal_left_out_is_rendered_again_exactly(payload: Any, trigger_id: str,
-                                                   late: int) -> None:
+                                                   late: int, run_id: str | None) -> None:
     event = TriggerEvent(trigger_id, "webhook", payload, timestamp=AT)
-    goal = render_event_message(event)
+    goal = render_event_message(event, run_id)
     ts = (AT + timedelta(seconds=late)).timestamp()
     try:
-        lean = stored(leave_goal_out(started(goal, event.event_id), ts))
+        lean = stored(leave_goal_out(started(goal, event.event_id), ts, run_id))
     except ValueError:  # a payload with NaN: the goal text holds it, never JSON
-        lean = leave_goal_out(started(goal, event.event_id), ts)
-    assert identity_of(lean, ts) == {"config_digest": "d1", "goal": goal}
+        lean = leave_goal_out(started(goal, event.event_id), ts, run_id)
+    assert identity_of(lean, ts, run_id) == {"config_digest": "d1", "goal": goal}
+    parts = lean["identity"].get("goal_parts")
+    if parts is not None:  # schema 9: the fence is the run's own, so its tag is left out
+        assert ("tag" in parts) == (fence_tag(run_id) is None)
+
+
+def test_a_run_fences_its_goal_with_its_own_id() -> None:
+    event = TriggerEvent("t", "manual", {"a": 1}, timestamp=AT)
+    assert "<untrusted-0123abcd>" in render_event_message(event, "0123abcd89ef4567")
+    assert fence_tag("run-imported") is None and fence_tag("0123ABCD89EF4567") is None
+    other = render_event_message(event, "run-imported")  # a tag of its own, random
+    assert "<untrusted-" in other and other != render_event_message(event, "run-imported")
 
 
 def test_a_goal_that_is_not_the_standard_rendering_is_kept() -> None:

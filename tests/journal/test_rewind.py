@@ -65,7 +65,8 @@ def reference(all_entries: list[JournalEntry], seq: int) -> tuple[dict[str, Any]
         fold_context(context, entry)
         if entry.entry_type == EntryType.RUN_STARTED:
             # schema 6: a standard goal is kept as its parts, rendered again on read
-            goals[entry.run_id] = (identity_of(entry.data, entry.timestamp) or {})["goal"]
+            kept = identity_of(entry.data, entry.timestamp, entry.run_id) or {}
+            goals[entry.run_id] = kept["goal"]
         if entry.entry_type == EntryType.RUN_FINISHED:
             if "messages" in entry.data:
                 messages.extend(entry.data["messages"])

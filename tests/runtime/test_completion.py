@@ -181,7 +181,7 @@ async def test_the_run_identity_is_frozen_at_start_and_journaled() -> None:
             ReadFilter(process="p", entry_type=EntryType.RUN_STARTED))
         # The run's part of its identity; the profile once per configuration, by its digest;
         # the goal as its parts (schema 6 on), rendered again on read.
-        kept = identity_of(started[0].data, started[0].timestamp)
+        kept = identity_of(started[0].data, started[0].timestamp, started[0].run_id)
         assert kept == {"config_digest": identity.config_digest, "goal": identity.goal}
         assert "goal" not in started[0].data["identity"]
         profile = await process.journal.read(  # type: ignore[union-attr]
