@@ -10,6 +10,10 @@ alternating backends in each round, medians over the rounds:
 * ``concurrent_runs_per_s``: 50 producers doing the same at once;
 * ``bytes_per_run``: the journal's growth over the serial runs, per run (SQLite: used pages
   after a WAL checkpoint; PostgreSQL: the journal tables' total relation size, after VACUUM);
+* ``bytes_per_run_steady``: the same over half as many more runs on that journal, after that
+  VACUUM: on PostgreSQL the pages the queue's and the open runs' indexes grew by in the burst
+  (their rows are deleted as the runs end; only a VACUUM frees their index entries, as
+  autovacuum does) are reused, as they are in a journal that has been running a while;
 * ``ready_ms_clean``: a fresh interpreter (imports done) constructs the process and awaits
   ``start()`` on the journal the serial runs left (stopped cleanly): median of 5;
 * ``ready_ms_after_kill``: the same after a SIGKILL with 50 runs in flight (their tool asleep);
@@ -365,6 +369,7 @@ def one_round(backend: str, folder: Path, events: int, server: Any, env: dict[st
     where = fresh_store(backend, folder, "serial", server)
     os.environ["BENCH_LEDGER"] = str(folder / "serial-ledger.txt")
     result["serial"] = asyncio.run(throughput(backend, where, events, 1))
+    result["steady"] = asyncio.run(throughput(backend, where, events // 2, 1))
     if "ready" not in skip:
         result["ready_ms_clean"] = ready_clean(backend, where, env)
     concurrent = fresh_store(backend, folder, "concurrent", server)
@@ -386,6 +391,7 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "serial_runs_per_s": med([r["serial"]["runs_per_s"] for r in rounds]),
         "concurrent_runs_per_s": med([r["concurrent"]["runs_per_s"] for r in rounds]),
         "bytes_per_run": med([r["serial"]["bytes_per_run"] for r in rounds]),
+        "bytes_per_run_steady": med([r["steady"]["bytes_per_run"] for r in rounds]),
         "serial_commits_per_run": med([r["serial"].get("commits_per_run", 0) for r in rounds]),
     }
     if "ready_ms_clean" in rounds[0]:

@@ -298,7 +298,7 @@ class ProcessRecorder:
         # the model turns before it ride in it (schema 7 on: left_out.carry_turns).
         data = {"step": step, "tool": call.name, "call_id": call.call_id, "effect": effect,
                 "args": call.args, **(info or {})}
-        held = None if self.full else self._held.get(run_id)
+        held = None if self.full or STARTED in data else self._held.get(run_id)
         if held is not None:
             carried = carry_turns(held.usage, data)
             if carried is not None or not held.usage:
