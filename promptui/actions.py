@@ -72,6 +72,7 @@ GLOBAL_ACTIONS = (
 
 DASHBOARD_ACTIONS = (
     ActionSpec("open", "enter", "open_process", "Open"),
+    ActionSpec("timeline", "w", "timeline", "Timeline", show=False),
     ActionSpec("view", "v", "view", "View whole", show=False),
     ActionSpec("filter", "slash", "filter", "Filter"),
     ActionSpec("sort", "o", "sort", "Sort", show=False),

@@ -16,6 +16,7 @@ from promptui.screens.base import (
     OpenIncidents,
     OpenProcess,
     OpenPulse,
+    OpenTimeline,
     ShowValue,
     drill_down,
     view_line,
@@ -143,6 +144,12 @@ class DashboardScreen(LiveScreen):
         name = self.current_process()
         if name is not None:
             self.post_message(OpenProcess(name))
+
+    def action_timeline(self) -> None:
+        """w: the selected process's journal timeline, as from its detail screen."""
+        name = self.current_process()
+        if name is not None:
+            self.post_message(OpenTimeline(name))
 
     def action_view(self) -> None:
         """v: the process whole, its table row and its status (read now, not cut to fit)."""

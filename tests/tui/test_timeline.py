@@ -81,6 +81,26 @@ def test_read_only_preview(snap_compare: Any) -> None:
 
 # -- behaviour against the frozen scene ------------------------------------------------------
 @pytest.mark.slow
+async def test_w_on_the_dashboard_opens_the_selected_process_timeline() -> None:
+    """As the docs say: `w` on a process opens its timeline, from the dashboard as from its
+    detail screen."""
+    app = scene_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        # the frozen scene is pumped by hand
+        await app.pump()  # type: ignore[attr-defined]
+        await pilot.pause()
+        dashboard = app.screen
+        dashboard.show_process("payments-sync")  # type: ignore[attr-defined]
+        await pilot.pause()
+        await pilot.press("w")
+        await settle(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
+        assert isinstance(app.screen, TimelineScreen) and app.screen.process == "payments-sync"
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is dashboard, what="back to the dashboard")
+
+
+@pytest.mark.slow
 async def test_a_long_journal_is_read_a_page_at_a_time() -> None:
     app = scene_app(journal_size=100_000)
     control = app.control
