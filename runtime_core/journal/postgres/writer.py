@@ -17,7 +17,7 @@ process now) fails as JournalFenced, and so does every later one.
 Every ``VACUUM_EVERY`` run ends the writer vacuums the queue's tables (``pending``,
 ``open_runs``) between two batches: a run's rows there are deleted when it ends, and only a
 VACUUM frees their index entries. Autovacuum comes by about once a minute, so a burst of runs
-would grow those indexes by an entry a run each (about 190 bytes a run in
+would grow those indexes by an entry a run each (about 150 bytes a run in
 ``bench/durable_runs.py``); vacuumed as it goes, they stay a few pages. It takes a few
 milliseconds, skips a table another session has locked, and does nothing (PostgreSQL warns)
 for a role that does not own the tables.
