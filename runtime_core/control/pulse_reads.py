@@ -10,7 +10,7 @@ from typing import Any
 
 from runtime_core.control.pulse import FAILED_STATES, PulseBuckets, PulseView
 from runtime_core.journal.entry import EntryType
-from runtime_core.journal.left_out import SQLITE_CARRIES_START
+from runtime_core.journal.left_out import sqlite_carries_start
 from runtime_core.journal.provider import JournalProvider, ReadFilter
 from runtime_core.journal.run_key import key_expression
 from runtime_core.journal.sqlite.journal import SQLiteJournal
@@ -49,7 +49,7 @@ SELECT f.ts, (f.ts - s.ts) * 1000.0
 FROM entries AS f JOIN entries AS s
   ON {key_expression('s.run_id')} = {key_expression('f.run_id')} AND s.run_id = f.run_id
   AND s.process = f.process AND (s.entry_type = '{EntryType.RUN_STARTED}' OR (
-    s.entry_type = '{EntryType.TOOL_INTENT}' AND {SQLITE_CARRIES_START.replace("e.", "s.")}))
+    s.entry_type = '{EntryType.TOOL_INTENT}' AND {sqlite_carries_start('s')}))
 WHERE f.process = ? AND f.ts >= ? AND f.entry_type = '{EntryType.RUN_FINISHED}'
 """
 

@@ -20,9 +20,10 @@ carry everything and read as they are:
   a run that succeeded, false otherwise (``entry.event_done``);
 - (SQLite schema 9, PostgreSQL schema 8 on) a run's ``run_started`` when the run's first entry
   that waits is a ``tool_intent`` carrying the model turns before it: that intent keeps the
-  start's data as ``started`` (``fold_start``); ``with_starts`` puts the start back before it
-  in a list of entries (its seq, run and time), and a read of ``run_started`` entries reads
-  those intents too (``start_entries``); and in the turns an intent carries, the last one's
+  start's data as ``started`` (the recorder's ``_intent_with_start``); ``with_starts`` puts the
+  start back before it in a list of entries (its seq, run and time), and a read of
+  ``run_started`` entries reads those intents too (``start_entries``); and in the turns an
+  intent carries, the last one's
   ``step`` when it is the intent's step minus one, and a ``turn`` that is 0 (``turns_of``);
 - (the same schemas) a goal's fence ``tag`` when it is the run's own (``fence_tag``: the first
   eight characters of its random id), rendered again from the entry's run id.
@@ -376,9 +377,13 @@ def start_entries(entries: list[JournalEntry], *, limit: int | None = None
     return out if limit is None else out[:max(0, limit)]
 
 
-#: SQLite's test that an entry ``e`` is a tool intent carrying its run's start.
-SQLITE_CARRIES_START = (f"instr(e.data, '{CARRIES_START}') > 0 AND "
-                        "json_type(e.data, '$.started') = 'object'")
+def sqlite_carries_start(alias: str = "e") -> str:
+    """SQLite's test that the entry ``alias`` is a tool intent carrying its run's start."""
+    return (f"instr({alias}.data, '{CARRIES_START}') > 0 AND "
+            f"json_type({alias}.data, '$.started') = 'object'")
+
+
+SQLITE_CARRIES_START = sqlite_carries_start()
 
 
 def start_type_sql(carries: str = SQLITE_CARRIES_START, mark: str = "?") -> str:
