@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -29,6 +30,14 @@ POSTGRES_FIXTURES = ("pg_server", "pg_dsn")
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
     os.environ.setdefault("PYTHONPYCACHEPREFIX",
                           str(Path(tempfile.gettempdir()) / "promptui-tests-pycache"))
+
+
+# A shell runs a background job (`pytest ... &`) with SIGINT ignored, and every process it
+# starts inherits that: a CLI started by a test would then never see the Ctrl+C the test sends
+# it (Python leaves an inherited SIG_IGN alone, as a program run with nohup should). The tests
+# act as a terminal would: SIGINT interrupts, here and in the subprocesses they start.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # The longest tests (half a minute to a minute and more each) go first, so that the xdist
