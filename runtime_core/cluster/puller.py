@@ -210,6 +210,7 @@ class InboxPuller:
         backoff, failures, logged_at = FIRST_RETRY, 0, 0.0
         fence = None if self.fence_epoch is None else (self.process, self.fence_epoch)
         while True:
+            _end_if_cancelled()
             self._wake.clear()  # a wake from now on (even during the claim) claims again
             try:
                 items = await self.inbox.claim(self.process, self.batch, self.accept,
@@ -236,6 +237,17 @@ class InboxPuller:
                 if len(items) >= self.batch:
                     continue  # a full batch: more may wait
                 delay = self.poll_s
+            _end_if_cancelled()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
+
+
+def _end_if_cancelled() -> None:
+    """End the current task if a cancel of it was swallowed on the way (a library that caught
+    the CancelledError of a call in flight and returned): its request still counts
+    (``Task.cancelling``), and every later ``asyncio.timeout`` would take it for its own and
+    turn it into a TimeoutError, so the task would go on and ``stop()`` wait forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
