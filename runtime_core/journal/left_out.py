@@ -383,6 +383,7 @@ def sqlite_carries_start(alias: str = "e") -> str:
             f"json_type({alias}.data, '$.started') = 'object'")
 
 
+#: SQLite's test that an entry ``e`` is a tool intent carrying its run's start.
 SQLITE_CARRIES_START = sqlite_carries_start()
 
 
